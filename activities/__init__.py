@@ -1,0 +1,33 @@
+"""All I/O of a run: model providers, tool execution, checkpoint writes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from activities.deps import ActivityDeps
+from activities.model import ModelActivities
+from activities.providers.registry import ProviderRegistry
+from activities.session import SessionActivities
+from activities.tools import ToolActivities
+from checkpoint.stores.base import CheckpointStore
+
+
+def build_activities(
+    store: CheckpointStore,
+    agents: Mapping[str, Any],
+    providers: ProviderRegistry | None = None,
+) -> list[Callable[..., Any]]:
+    """The activity callables a worker registers, bound to one store and agent set."""
+    deps = ActivityDeps(store=store, agents=agents, providers=providers or ProviderRegistry())
+    session = SessionActivities(deps)
+    return [
+        session.begin_run,
+        session.append_input,
+        session.finish_run,
+        ModelActivities(deps).model_turn,
+        ToolActivities(deps).execute_tool,
+    ]
+
+
+__all__ = ["ActivityDeps", "ProviderRegistry", "build_activities"]

@@ -1,0 +1,101 @@
+"""Inputs and outputs of the activities: one model in, one model out.
+
+These are durable contracts recorded in workflow history: add optional
+fields, never rename. None of them carries the transcript: activities read it
+from the store by reference (session id + message count).
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from checkpoint.format import FinishReason, Message, RunConfig, ToolCall, Usage
+
+BEGIN_RUN = "durable_agents.begin_run"
+MODEL_TURN = "durable_agents.model_turn"
+EXECUTE_TOOL = "durable_agents.execute_tool"
+FINISH_RUN = "durable_agents.finish_run"
+APPEND_INPUT = "durable_agents.append_input"
+
+
+class RunState(BaseModel):
+    """Where a run stands; small and independent of transcript length."""
+
+    message_count: int
+    step_index: int
+    usage: Usage = Field(default_factory=Usage)
+    run_start_step: int = 0
+    run_start_index: int = 0
+    run_start_usage: Usage = Field(default_factory=Usage)
+    tool_calls: int = 0
+    pending_tool_calls: list[ToolCall] = Field(default_factory=list)
+    """Calls of the last assistant turn that have no result yet, in call order."""
+
+
+class BeginRunInput(BaseModel):
+    session_id: str
+    agent: str
+    input: list[Message] = Field(default_factory=list)
+    model: str | None = None
+    """Override of the agent's model for this run (e.g. from the CLI)."""
+
+
+class BeginRunOutput(BaseModel):
+    config: RunConfig
+    state: RunState
+    queued_input: list[Message] = Field(default_factory=list)
+    """Input to append once the pending tool calls have their results."""
+
+
+class ModelTurnInput(BaseModel):
+    session_id: str
+    position: int
+    """Where the assistant turn goes: the number of messages before it."""
+    step: int
+    """The session's step number this turn becomes."""
+    finish_if_no_tools: bool = True
+
+
+class ModelTurnOutput(BaseModel):
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    usage: Usage
+    """The session's total usage after this turn."""
+    replayed: bool = False
+    """True when the turn was already stored and the provider was not called."""
+
+
+class ExecuteToolInput(BaseModel):
+    session_id: str
+    agent: str
+    step: int
+    call: ToolCall
+    batch_start: int
+    """Position of the batch's first result (right after the assistant turn)."""
+    batch: list[str]
+    """The turn's call ids in call order; results are recorded as their in-order prefix."""
+    safe_to_retry: bool = False
+
+
+class ExecuteToolOutput(BaseModel):
+    tool_call_id: str
+    is_error: bool = False
+    kind: str = "result"
+    """``result``, ``error``, ``validation-error``, ``unknown-tool`` or ``tool-durability-error``."""
+    recorded_through: int = 0
+    """Messages in the checkpoint after recording (the in-order prefix)."""
+
+
+class FinishRunInput(BaseModel):
+    session_id: str
+    finish_reason: FinishReason
+    message_count: int
+
+
+class AppendInputInput(BaseModel):
+    session_id: str
+    position: int
+    messages: list[Message]
+
+
+class AppendInputOutput(BaseModel):
+    message_count: int

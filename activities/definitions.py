@@ -1,0 +1,187 @@
+"""What users define: tools and agents.
+
+They live here (and are re-exported by ``durable_agents``) because the tool
+activity runs them; the workflow only ever sees their data, a ``RunConfig``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, get_type_hints
+
+from pydantic import BaseModel
+from temporalio import activity
+
+from activities.providers.registry import check_model_string
+from checkpoint.errors import ConfigurationError
+from checkpoint.fingerprint import compute_fingerprint
+from checkpoint.format import Fingerprint, RunConfig, ToolSpec
+
+DriftPolicy = Literal["warn", "error", "ignore"]
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
+_TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """What a tool knows about the call it serves.
+
+    ``tool_call_id`` is the model's id for the call: the same on every retry
+    and resume, so it is the idempotency key for side effects.
+    """
+
+    tool_call_id: str
+    session_id: str
+    step: int
+    attempt: int = 1
+    agent: str = ""
+
+    def heartbeat(self, *details: Any) -> None:
+        """Tell Temporal a long tool is alive (no-op outside an activity)."""
+        if activity.in_activity():
+            activity.heartbeat(*details)
+
+
+ToolFn = Callable[[Any, ToolContext], Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    fn: ToolFn
+    input_model: type[BaseModel]
+    description: str = ""
+    needs_approval: bool | Callable[[Any, ToolContext], bool] = False
+    safe_to_retry: bool = False
+    timeout_seconds: float = 300.0
+    heartbeat_seconds: float = 10.0
+
+    def spec(self) -> ToolSpec:
+        return ToolSpec(
+            name=self.name,
+            description=self.description,
+            input_schema=self.input_model.model_json_schema(),
+            needs_approval=bool(self.needs_approval),
+            safe_to_retry=self.safe_to_retry,
+            timeout_seconds=self.timeout_seconds,
+            heartbeat_seconds=self.heartbeat_seconds,
+        )
+
+
+def tool(
+    fn: ToolFn | None = None,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    needs_approval: bool | Callable[[Any, ToolContext], bool] = False,
+    safe_to_retry: bool = False,
+    timeout: float = 300.0,
+    heartbeat_timeout: float = 10.0,
+) -> Any:
+    """Turn ``async def f(args: Model, ctx: ToolContext) -> Model | JSON`` into a tool.
+
+    ``safe_to_retry=True`` declares the tool may run again after a crash lost
+    its result (at-least-once, keyed by ``ctx.tool_call_id``); by default a
+    tool runs at most once and a lost result becomes a durability error.
+    """
+
+    def wrap(f: ToolFn) -> Tool:
+        if not inspect.iscoroutinefunction(f):
+            raise ConfigurationError(f"tool {f.__name__!r} must be an `async def`")
+        tool_name = name or f.__name__
+        if not _TOOL_NAME.match(tool_name):
+            raise ConfigurationError(
+                f"tool name {tool_name!r} is not valid for model APIs: use 1-64 letters, digits, _ or -"
+            )
+        return Tool(
+            name=tool_name,
+            fn=f,
+            input_model=_input_model(f),
+            description=(description or inspect.getdoc(f) or "").strip(),
+            needs_approval=needs_approval,
+            safe_to_retry=safe_to_retry,
+            timeout_seconds=timeout,
+            heartbeat_seconds=heartbeat_timeout,
+        )
+
+    return wrap(fn) if fn is not None else wrap
+
+
+def _input_model(f: ToolFn) -> type[BaseModel]:
+    params = list(inspect.signature(f).parameters)
+    hints = get_type_hints(f)
+    model = hints.get(params[0]) if params else None
+    if len(params) != 2 or not (isinstance(model, type) and issubclass(model, BaseModel)):
+        raise ConfigurationError(
+            f"tool {f.__name__!r} must take (args: <pydantic model>, ctx: ToolContext); "
+            "the model's JSON schema is what the LLM sees"
+        )
+    return model
+
+
+@dataclass
+class Agent:
+    """An agent: a model, instructions and tools, run durably on Temporal."""
+
+    name: str
+    model: str
+    instructions: str = ""
+    tools: Sequence[Tool] = field(default_factory=list)
+    max_steps: int = 20
+    tool_concurrency: int = 1
+    on_agent_drift: DriftPolicy = "warn"
+    max_tokens: int = 4096
+
+    def __post_init__(self) -> None:
+        if not _NAME.match(self.name or ""):
+            raise ConfigurationError(
+                f"An agent needs a `name` of letters, digits, _ . - (got {self.name!r}); "
+                "it names the agent's runs in Temporal and the store"
+            )
+        check_model_string(self.model)
+        seen: set[str] = set()
+        for t in self.tools:
+            if not isinstance(t, Tool):
+                raise ConfigurationError(
+                    f"agent {self.name!r}: {t!r} is not a tool; decorate it with @tool"
+                )
+            if t.name in seen:
+                raise ConfigurationError(
+                    f"agent {self.name!r} has two tools named {t.name!r}; "
+                    "give one of them another name with @tool(name=...)"
+                )
+            seen.add(t.name)
+        if self.max_steps < 1 or self.tool_concurrency < 1:
+            raise ConfigurationError(
+                f"agent {self.name!r}: max_steps and tool_concurrency must be at least 1"
+            )
+        if self.on_agent_drift not in ("warn", "error", "ignore"):
+            raise ConfigurationError(
+                f"agent {self.name!r}: on_agent_drift must be 'warn', 'error' or 'ignore'"
+            )
+        self.tools = list(self.tools)
+
+    def tool_named(self, name: str) -> Tool | None:
+        return next((t for t in self.tools if t.name == name), None)
+
+    def run_config(self, model: str | None = None) -> RunConfig:
+        return RunConfig(
+            agent=self.name,
+            model=model or self.model,
+            instructions=self.instructions,
+            tools=[t.spec() for t in self.tools],
+            max_steps=self.max_steps,
+            tool_concurrency=self.tool_concurrency,
+            max_tokens=self.max_tokens,
+        )
+
+    def fingerprint(self, model: str | None = None) -> Fingerprint:
+        return compute_fingerprint(
+            model or self.model,
+            self.instructions,
+            [(t.name, t.input_model.model_json_schema()) for t in self.tools],
+        )
+

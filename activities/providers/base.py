@@ -1,0 +1,79 @@
+"""The provider contract: one neutral request in, one assistant turn out.
+
+Providers never retry on their own (SDK clients are built with
+``max_retries=0``): Temporal owns retries. A provider raises
+``ApplicationError`` built by :func:`retryable_error` or
+:func:`non_retryable_error` so the model activity's retry policy does the right
+thing (429/5xx/timeouts retried, honouring Retry-After; other 4xx not).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Protocol
+
+from pydantic import BaseModel, Field
+from temporalio.exceptions import ApplicationError
+
+from checkpoint.format import Message, ToolSpec, Usage
+
+RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
+
+
+class ModelRequest(BaseModel):
+    model: str
+    """The model name without the provider prefix, e.g. ``claude-sonnet-4-5``."""
+    messages: list[Message]
+    """The whole transcript; system messages included, in order."""
+    tools: list[ToolSpec] = Field(default_factory=list)
+    max_tokens: int = 4096
+    session_id: str = ""
+    step: int = 0
+
+
+class ModelResponse(BaseModel):
+    message: Message
+    """The assistant turn: role ``assistant``, text ``content``, ``tool_calls``."""
+    usage: Usage
+    stop_reason: str | None = None
+
+
+class ModelProvider(Protocol):
+    async def generate(self, request: ModelRequest) -> ModelResponse: ...
+
+
+def retry_after_seconds(headers: object) -> float | None:
+    """Seconds from a Retry-After (or retry-after-ms) header, if any."""
+    get = getattr(headers, "get", None)
+    if get is None:
+        return None
+    ms = get("retry-after-ms")
+    if ms:
+        try:
+            return max(float(ms) / 1000.0, 0.0)
+        except ValueError:
+            pass
+    value = get("retry-after")
+    if value:
+        try:
+            return max(float(value), 0.0)
+        except ValueError:
+            return None
+    return None
+
+
+def is_retryable_status(status: int) -> bool:
+    return status in RETRYABLE_STATUS or status >= 500
+
+
+def retryable_error(message: str, *, kind: str, retry_after: float | None = None) -> ApplicationError:
+    return ApplicationError(
+        message,
+        type=kind,
+        non_retryable=False,
+        next_retry_delay=timedelta(seconds=retry_after) if retry_after else None,
+    )
+
+
+def non_retryable_error(message: str, *, kind: str) -> ApplicationError:
+    return ApplicationError(message, type=kind, non_retryable=True)

@@ -1,0 +1,81 @@
+"""``scripted:<name>``: a deterministic offline model.
+
+A script is a list of turns (played in order, one per assistant turn of the
+session) or a function of the transcript returning the next turn. Scripts are
+registered by name in the worker process, usually in the module that defines
+the agent. Tool call ids are derived from the turn's position in the
+transcript, so they are stable and unique within a session.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from activities.providers.base import ModelRequest, ModelResponse, non_retryable_error
+from checkpoint.format import Message, Role, ToolCall, Usage
+
+
+class ScriptedToolCall(BaseModel):
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    id: str | None = None
+
+
+class ScriptedTurn(BaseModel):
+    text: str | None = None
+    tool_calls: list[ScriptedToolCall] = Field(default_factory=list)
+
+
+Script = Sequence[ScriptedTurn] | Callable[[list[Message]], ScriptedTurn]
+
+_scripts: dict[str, Script] = {}
+_lock = threading.Lock()
+calls: list[tuple[str, str, int]] = []
+"""Every generated turn as (script, session_id, position): a provider call log."""
+
+
+def register_script(name: str, script: Script) -> None:
+    """Make ``scripted:<name>`` play ``script`` in this process."""
+    with _lock:
+        _scripts[name] = script
+
+
+def _estimate_tokens(text: str) -> int:
+    return max(1, len(text) // 4)
+
+
+class ScriptedProvider:
+    async def generate(self, request: ModelRequest) -> ModelResponse:
+        script = _scripts.get(request.model)
+        if script is None:
+            raise non_retryable_error(
+                f"no script named {request.model!r} is registered in this worker: call "
+                f"register_script({request.model!r}, turns) in the module that defines the agent",
+                kind="ConfigurationError",
+            )
+        position = len(request.messages)
+        if callable(script):
+            turn = script(request.messages)
+        else:
+            played = sum(1 for m in request.messages if m.role == Role.ASSISTANT)
+            turn = script[played] if played < len(script) else ScriptedTurn(text="Done.")
+        tool_calls = [
+            ToolCall(id=c.id or f"call_{position}_{i}", name=c.name, arguments=c.arguments)
+            for i, c in enumerate(turn.tool_calls)
+        ]
+        with _lock:
+            calls.append((request.model, request.session_id, position))
+        prompt = sum(len(m.content or "") for m in request.messages)
+        return ModelResponse(
+            message=Message(role=Role.ASSISTANT, content=turn.text, tool_calls=tool_calls or None),
+            usage=Usage(
+                input_tokens=_estimate_tokens("x" * prompt),
+                output_tokens=_estimate_tokens(turn.text or "") + 10 * len(tool_calls),
+                requests=1,
+            ),
+            stop_reason="tool_use" if tool_calls else "end_turn",
+        )

@@ -1,0 +1,91 @@
+"""The tool activity: validate, run at most once (or again if safe), record.
+
+A tool's result is recorded by tool call id (the first recorded result wins)
+and appended to the transcript as the in-order prefix of the turn's results,
+so concurrent tools still leave results in call order.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+from temporalio import activity
+
+from activities.contracts import EXECUTE_TOOL, ExecuteToolInput, ExecuteToolOutput
+from activities.definitions import Tool, ToolContext
+from activities.deps import ActivityDeps, heartbeating
+from checkpoint.format import Message, ToolCall
+
+INVALID_JSON_KEY = "__invalid_json__"
+
+
+def durability_error(call: ToolCall) -> dict[str, Any]:
+    return {
+        "error": (
+            f"Tool '{call.name}' (call {call.id}) was requested but its execution did not "
+            "complete durably: it may or may not have taken effect. It was not run again. "
+            "Check its effect before deciding to call it again."
+        ),
+        "kind": "tool-durability-error",
+        "toolName": call.name,
+        "toolCallId": call.id,
+    }
+
+
+def _dump(value: Any) -> str:
+    if isinstance(value, BaseModel):
+        return value.model_dump_json(by_alias=True)
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, default=str)
+
+
+class ToolActivities:
+    def __init__(self, deps: ActivityDeps) -> None:
+        self.deps = deps
+
+    @activity.defn(name=EXECUTE_TOOL)
+    async def execute_tool(self, inp: ExecuteToolInput) -> ExecuteToolOutput:
+        store = self.deps.store
+        recorded = await self.deps.in_store(store.tool_result, inp.session_id, inp.call.id)
+        if recorded is None:
+            content, kind = await self._run(inp)
+            recorded = Message.tool_result(inp.call, content, is_error=kind != "result")
+        else:
+            kind = "recorded"  # never re-executed
+        count = await self.deps.in_store(
+            store.record_tool_result, inp.session_id, recorded, inp.batch_start, inp.batch)
+        return ExecuteToolOutput(tool_call_id=inp.call.id, is_error=bool(recorded.is_error),
+                                 kind=kind, recorded_through=count)
+
+    async def _run(self, inp: ExecuteToolInput) -> tuple[str, str]:
+        call = inp.call
+        tool = self.deps.agent(inp.agent).tool_named(call.name)
+        if tool is None:
+            names = ", ".join(t.name for t in self.deps.agent(inp.agent).tools) or "none"
+            return _dump({"error": f"unknown tool {call.name!r}; available tools: {names}"}), "unknown-tool"
+        if INVALID_JSON_KEY in call.arguments:
+            return _dump({"error": "arguments are not a valid JSON object: "
+                                   f"{call.arguments[INVALID_JSON_KEY]!r}"}), "validation-error"
+        try:
+            args = tool.input_model.model_validate(call.arguments)
+        except ValidationError as e:
+            return _dump({"error": f"invalid arguments for {call.name}", "details": json.loads(
+                e.json(include_url=False, include_input=False))}), "validation-error"
+        starts = await self.deps.in_store(self.deps.store.tool_started, inp.session_id, call.id)
+        if starts and not tool.safe_to_retry:
+            return _dump(durability_error(call)), "tool-durability-error"
+        ctx = ToolContext(tool_call_id=call.id, session_id=inp.session_id, step=inp.step,
+                          attempt=starts + 1, agent=inp.agent)
+        return await self._invoke(tool, args, ctx)
+
+    async def _invoke(self, tool: Tool, args: BaseModel, ctx: ToolContext) -> tuple[str, str]:
+        try:
+            async with heartbeating(max(tool.heartbeat_seconds / 3, 0.5)):
+                output = await tool.fn(args, ctx)
+        except Exception as e:  # the tool's own failure is its result, not a crash
+            activity.logger.info("tool %s (%s) raised %r", tool.name, ctx.tool_call_id, e)
+            return _dump({"error": f"{type(e).__name__}: {e}"}), "error"
+        return _dump(output), "result"

@@ -1,0 +1,116 @@
+"""The store interface every backend implements.
+
+Two kinds of method:
+
+- the public, engine-independent ones (``load``, ``save``, ``delete``,
+  ``history``, ``list_sessions``, ``prune``) that take and return whole
+  checkpoints in the documented format;
+- the data-plane ones the worker's activities use on every step
+  (``load_header``, ``load_messages``, ``append``, tool markers). ``append``
+  writes only the new messages, so a save costs the same at step 10 and at
+  step 10,000, and a retried write lands on the same positions instead of
+  appending twice.
+
+Methods are synchronous: stores are plain libraries usable without Temporal.
+The worker calls them from a thread so the event loop never waits on disk.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from datetime import datetime, timedelta
+
+from checkpoint.format import (
+    Checkpoint,
+    CheckpointHeader,
+    CheckpointStatus,
+    HistoryEntry,
+    Message,
+    SessionSummary,
+)
+
+DEFAULT_HISTORY_LIMIT = 50
+
+
+class CheckpointStore(ABC):
+    """A durable home for sessions: latest checkpoint plus a bounded history."""
+
+    history_limit: int = DEFAULT_HISTORY_LIMIT
+    durable: bool = True
+    """False for stores that lose data with their process (MemoryStore)."""
+
+    # -- public API ------------------------------------------------------
+    def load(self, session_id: str) -> Checkpoint | None:
+        header = self.load_header(session_id)
+        if header is None:
+            return None
+        return header.with_messages(self.load_messages(session_id, 0, header.message_count))
+
+    def save(self, checkpoint: Checkpoint) -> None:
+        """Save a whole checkpoint (rewrites only what changed)."""
+        header = checkpoint.header()
+        self.append(header, 0, checkpoint.messages)
+
+    @abstractmethod
+    def delete(self, session_id: str, keep_history: bool = False) -> None: ...
+
+    @abstractmethod
+    def history(self, session_id: str, limit: int | None = None) -> list[HistoryEntry]: ...
+
+    @abstractmethod
+    def list_sessions(
+        self, *, status: CheckpointStatus | None = None, agent: str | None = None
+    ) -> list[SessionSummary]: ...
+
+    @abstractmethod
+    def prune(self, older_than: timedelta | datetime) -> int:
+        """Delete sessions and history entries last saved before the cutoff."""
+
+    # -- data plane -------------------------------------------------------
+    @abstractmethod
+    def load_header(self, session_id: str) -> CheckpointHeader | None: ...
+
+    @abstractmethod
+    def load_messages(
+        self, session_id: str, start: int = 0, end: int | None = None
+    ) -> list[Message]: ...
+
+    @abstractmethod
+    def append(self, header: CheckpointHeader, start: int, messages: list[Message]) -> None:
+        """Store ``messages`` at positions ``start…`` and ``header`` as the latest save.
+
+        ``header.message_count`` must equal ``start + len(messages)``. Writing
+        the same positions again with the same content changes nothing and
+        adds no history entry.
+        """
+
+    @abstractmethod
+    def tool_started(self, session_id: str, tool_call_id: str) -> int:
+        """Record that a tool call is starting; return how many starts came before."""
+
+    @abstractmethod
+    def tool_result(self, session_id: str, tool_call_id: str) -> Message | None:
+        """The recorded result of a tool call, if it has one."""
+
+    @abstractmethod
+    def record_tool_result(
+        self, session_id: str, message: Message, batch_start: int, batch: list[str]
+    ) -> int:
+        """Record a tool result (the first recorded result of a call wins), then
+        append the batch's results to the transcript as their in-order prefix.
+
+        Returns the checkpoint's message count afterwards.
+        """
+
+    def close(self) -> None:  # noqa: B027 - optional for backends
+        """Release connections."""
+
+
+def get_checkpoint_history(
+    store: object, session_id: str, limit: int | None = None
+) -> list[HistoryEntry] | None:
+    """History of a session, or None for a store that keeps none."""
+    history = getattr(store, "history", None)
+    if history is None:
+        return None
+    return history(session_id, limit)

@@ -1,0 +1,55 @@
+"""durable-agents: LLM agents that run durably on Temporal.
+
+Define agents and tools, build a worker, start runs with ``AgentClient``.
+"""
+
+from activities.definitions import Agent, Tool, ToolContext, tool
+from activities.providers.scripted import ScriptedToolCall, ScriptedTurn, register_script
+from checkpoint.format import CheckpointStatus, FinishReason, Message, ToolCall, Usage
+from durable_agents.client import AgentClient, RunResult
+from durable_agents.connection import DEFAULT_TASK_QUEUE, connect
+from durable_agents.errors import (
+    AgentDriftError,
+    CheckpointNotFoundError,
+    ConfigurationError,
+    DurableAgentsError,
+    ModelProviderError,
+    ResumeToolMissingError,
+    RunFailedError,
+    SessionAwaitingApprovalError,
+    SessionBusyError,
+    StoreCorruptError,
+    ToolDurabilityError,
+)
+from durable_agents.worker import build_worker
+
+__all__ = [
+    "DEFAULT_TASK_QUEUE",
+    "Agent",
+    "AgentClient",
+    "AgentDriftError",
+    "CheckpointNotFoundError",
+    "CheckpointStatus",
+    "ConfigurationError",
+    "DurableAgentsError",
+    "FinishReason",
+    "Message",
+    "ModelProviderError",
+    "ResumeToolMissingError",
+    "RunFailedError",
+    "RunResult",
+    "ScriptedToolCall",
+    "ScriptedTurn",
+    "SessionAwaitingApprovalError",
+    "SessionBusyError",
+    "StoreCorruptError",
+    "Tool",
+    "ToolCall",
+    "ToolContext",
+    "ToolDurabilityError",
+    "Usage",
+    "build_worker",
+    "connect",
+    "register_script",
+    "tool",
+]

@@ -1,0 +1,50 @@
+"""Connecting to Temporal the way Temporal's own tools do.
+
+Address, namespace, API key, TLS and profiles come from
+``temporalio.envconfig`` (``TEMPORAL_ADDRESS``, ``TEMPORAL_NAMESPACE``,
+``TEMPORAL_API_KEY``, ``TEMPORAL_PROFILE``, the config file), and the pydantic
+data converter is always used. A payload codec (e.g. encryption) can be
+passed without changing anything else.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.converter import PayloadCodec
+from temporalio.envconfig import ClientConfig
+
+from checkpoint.errors import ConfigurationError
+
+DEFAULT_TASK_QUEUE = "durable-agents"
+
+
+def data_converter(codec: PayloadCodec | None = None) -> Any:
+    if codec is None:
+        return pydantic_data_converter
+    return dataclasses.replace(pydantic_data_converter, payload_codec=codec)
+
+
+async def connect(
+    address: str | None = None,
+    namespace: str | None = None,
+    *,
+    profile: str | None = None,
+    codec: PayloadCodec | None = None,
+) -> Client:
+    config: dict[str, Any] = dict(ClientConfig.load_client_connect_config(profile=profile))
+    if address:
+        config["target_host"] = address
+    if namespace:
+        config["namespace"] = namespace
+    config.setdefault("target_host", "localhost:7233")
+    try:
+        return await Client.connect(**config, data_converter=data_converter(codec))
+    except RuntimeError as e:
+        raise ConfigurationError(
+            f"cannot reach Temporal at {config['target_host']} ({e}); start one with "
+            "`durable-agents server` or set TEMPORAL_ADDRESS"
+        ) from e

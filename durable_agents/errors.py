@@ -1,0 +1,95 @@
+"""Errors a user of durable-agents can catch, each with a stable ``code``.
+
+Hierarchy::
+
+    DurableAgentsError                      DURABLE_AGENTS_ERROR
+    ├── ConfigurationError                  CONFIGURATION_ERROR
+    ├── CheckpointNotFoundError             CHECKPOINT_NOT_FOUND
+    ├── StoreCorruptError                   STORE_CORRUPT
+    ├── SessionAwaitingApprovalError        SESSION_AWAITING_APPROVAL
+    ├── SessionBusyError                    SESSION_BUSY
+    ├── AgentDriftError                     AGENT_DRIFT
+    ├── ResumeToolMissingError              RESUME_TOOL_MISSING
+    ├── ToolDurabilityError                 TOOL_DURABILITY_ERROR
+    └── RunFailedError                      RUN_FAILED
+        └── ModelProviderError              MODEL_PROVIDER_ERROR
+"""
+
+from __future__ import annotations
+
+from checkpoint.errors import (
+    CheckpointNotFoundError,
+    ConfigurationError,
+    DurableAgentsError,
+    StoreCorruptError,
+)
+
+
+class SessionAwaitingApprovalError(DurableAgentsError):
+    code = "SESSION_AWAITING_APPROVAL"
+
+    def __init__(self, session_id: str, approval_id: str | None) -> None:
+        super().__init__(
+            f"session {session_id!r} is waiting for approval {approval_id}: approve or "
+            "reject it first (durable-agents approve), then send new input"
+        )
+        self.session_id = session_id
+        self.approval_id = approval_id
+
+
+class SessionBusyError(DurableAgentsError):
+    code = "SESSION_BUSY"
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(
+            f"session {session_id!r} has a live run; wait for it, or send with "
+            "interrupt=True to abort it and continue with the new input"
+        )
+        self.session_id = session_id
+
+
+class AgentDriftError(DurableAgentsError):
+    code = "AGENT_DRIFT"
+
+
+class ResumeToolMissingError(DurableAgentsError):
+    code = "RESUME_TOOL_MISSING"
+
+
+class ToolDurabilityError(DurableAgentsError):
+    """Also the ``kind`` of a tool result recorded when a tool's execution was lost."""
+
+    code = "TOOL_DURABILITY_ERROR"
+    kind = "tool-durability-error"
+
+
+class RunFailedError(DurableAgentsError):
+    """A run stopped on an error; its last checkpoint is kept and it can be resumed."""
+
+    code = "RUN_FAILED"
+
+    def __init__(self, message: str, *, session_id: str, cause_type: str | None = None) -> None:
+        super().__init__(message)
+        self.session_id = session_id
+        self.cause_type = cause_type
+
+
+class ModelProviderError(RunFailedError):
+    """The model provider refused the request (e.g. a 400) or replied unreadably."""
+
+    code = "MODEL_PROVIDER_ERROR"
+
+
+__all__ = [
+    "AgentDriftError",
+    "CheckpointNotFoundError",
+    "ConfigurationError",
+    "DurableAgentsError",
+    "ModelProviderError",
+    "ResumeToolMissingError",
+    "RunFailedError",
+    "SessionAwaitingApprovalError",
+    "SessionBusyError",
+    "StoreCorruptError",
+    "ToolDurabilityError",
+]

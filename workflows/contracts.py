@@ -1,0 +1,39 @@
+"""Workflow input and result (durable contracts: add optional fields only)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from activities.contracts import RunState
+from checkpoint.format import FinishReason, Message, RunConfig, Usage
+
+AGENT_RUN_WORKFLOW = "AgentRun"
+
+
+class ResumePoint(BaseModel):
+    """What a run carries across continue-as-new instead of its transcript."""
+
+    config: RunConfig
+    state: RunState
+    queued_input: list[Message] = Field(default_factory=list)
+
+
+class AgentRunInput(BaseModel):
+    session_id: str
+    agent: str
+    input: list[Message] = Field(default_factory=list)
+    model: str | None = None
+    resume: ResumePoint | None = None
+
+
+class RunSummary(BaseModel):
+    """The workflow's result. Messages stay in the store (they can be large)."""
+
+    session_id: str
+    finish_reason: FinishReason
+    steps: int
+    usage: Usage
+    tool_calls: int
+    message_count: int
+    run_start_index: int
+    approval_id: str | None = None
