@@ -1,0 +1,186 @@
+"""OpenAI Chat Completions provider (``openai:<model>``).
+
+Converts the neutral transcript to Chat Completions messages and the reply
+back. The SDK client is built with ``max_retries=0`` because Temporal owns
+retries; ``OPENAI_API_KEY`` and ``OPENAI_BASE_URL`` are read by the SDK from the
+worker's environment, so they never pass through workflow inputs or history.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import openai
+from temporalio.exceptions import ApplicationError
+
+from activities.providers.base import (
+    ModelRequest,
+    ModelResponse,
+    is_retryable_status,
+    non_retryable_error,
+    retry_after_seconds,
+    retryable_error,
+)
+from checkpoint.format import Message, Role, ToolCall, ToolSpec, Usage
+
+INVALID_JSON_KEY = "__invalid_json__"
+"""Arguments the model sent that are not a JSON object are kept under this key,
+so the tool layer can answer with a validation error instead of the run failing."""
+
+_EMPTY_OBJECT_SCHEMA = {"type": "object", "properties": {}}
+
+
+class OpenAIProvider:
+    def __init__(self, client: openai.AsyncOpenAI | None = None) -> None:
+        self._client = client
+
+    def _get_client(self) -> openai.AsyncOpenAI:
+        # Built lazily so importing/registering the provider needs no key.
+        if self._client is None:
+            try:
+                self._client = openai.AsyncOpenAI(max_retries=0)
+            except openai.OpenAIError as exc:  # e.g. OPENAI_API_KEY missing
+                raise non_retryable_error(
+                    f"openai client could not be configured: {exc}", kind="ConfigurationError"
+                ) from exc
+        return self._client
+
+    async def generate(self, request: ModelRequest) -> ModelResponse:
+        client = self._get_client()
+        params = to_openai_params(request)
+        try:
+            reply = await client.chat.completions.create(**params)
+        except openai.APIStatusError as exc:
+            raise _status_error(exc) from exc
+        except openai.APIConnectionError as exc:  # includes APITimeoutError
+            raise retryable_error(f"openai request failed: {exc}", kind="ModelProviderRetryableError") from exc
+        except (openai.APIResponseValidationError, json.JSONDecodeError) as exc:
+            raise _malformed(f"{type(exc).__name__}: {exc}") from exc
+        return from_openai_reply(reply)
+
+
+# -- request -------------------------------------------------------------------
+
+
+def to_openai_params(request: ModelRequest) -> dict[str, Any]:
+    params: dict[str, Any] = {
+        "model": request.model,
+        # ``max_tokens`` is deprecated and rejected by reasoning models.
+        "max_completion_tokens": request.max_tokens,
+        "messages": [m for m in map(_to_openai_message, request.messages) if m is not None],
+    }
+    if request.tools:
+        params["tools"] = [_tool_param(t) for t in request.tools]
+    return params
+
+
+def _to_openai_message(message: Message) -> dict[str, Any] | None:
+    if message.role == Role.TOOL:
+        return {"role": "tool", "tool_call_id": message.tool_call_id or "", "content": message.content or ""}
+    if message.role != Role.ASSISTANT:
+        return {"role": message.role.value, "content": message.content or ""}
+    if not message.content and not message.tool_calls:
+        return None  # the API rejects an assistant turn with neither; it says nothing
+    wire: dict[str, Any] = {"role": "assistant", "content": message.content or None}
+    if message.tool_calls:
+        wire["tool_calls"] = [_tool_call_param(c) for c in message.tool_calls]
+    return wire
+
+
+def _tool_call_param(call: ToolCall) -> dict[str, Any]:
+    # Invalid arguments go back exactly as the model wrote them.
+    raw = call.arguments.get(INVALID_JSON_KEY) if set(call.arguments) == {INVALID_JSON_KEY} else None
+    arguments = raw if isinstance(raw, str) else json.dumps(call.arguments)
+    return {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": arguments}}
+
+
+def _tool_param(tool: ToolSpec) -> dict[str, Any]:
+    # The API requires an object schema even for tools without arguments.
+    schema = tool.input_schema or _EMPTY_OBJECT_SCHEMA
+    return {
+        "type": "function",
+        "function": {"name": tool.name, "description": tool.description, "parameters": schema},
+    }
+
+
+# -- reply -----------------------------------------------------------------------
+
+
+def from_openai_reply(reply: Any) -> ModelResponse:
+    # The SDK does not validate replies, so every field is checked here.
+    choices = getattr(reply, "choices", None)
+    if not isinstance(choices, list) or not choices:
+        raise _malformed("no choices")
+    choice = choices[0]
+    wire = getattr(choice, "message", None)
+    if wire is None:
+        raise _malformed("choices[0] has no message")
+    content = getattr(wire, "content", None)
+    if content is not None and not isinstance(content, str):
+        raise _malformed(f"message content is {type(content).__name__}, not text")
+    # A refusal is the model's answer; keep it as the turn's text.
+    text = content or getattr(wire, "refusal", None) or None
+    calls = [_tool_call(c) for c in getattr(wire, "tool_calls", None) or []]
+    usage = getattr(reply, "usage", None)
+    return ModelResponse(
+        message=Message(role=Role.ASSISTANT, content=text, tool_calls=calls or None),
+        usage=Usage(
+            input_tokens=getattr(usage, "prompt_tokens", None) or 0,
+            output_tokens=getattr(usage, "completion_tokens", None) or 0,
+            requests=1,
+        ),
+        stop_reason=getattr(choice, "finish_reason", None),
+    )
+
+
+def _tool_call(call: Any) -> ToolCall:
+    function = getattr(call, "function", None)
+    call_id, name = getattr(call, "id", None), getattr(function, "name", None)
+    if not isinstance(call_id, str) or not call_id or not isinstance(name, str) or not name:
+        raise _malformed("a tool call has no id or function name")
+    return ToolCall(id=call_id, name=name, arguments=decode_arguments(getattr(function, "arguments", None)))
+
+
+def decode_arguments(raw: Any) -> dict[str, Any]:
+    """The model's arguments string as a dict; never raises (see INVALID_JSON_KEY)."""
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return {}  # some servers send "" for a tool without parameters
+    if isinstance(raw, dict):
+        return raw  # some compatible servers send the object itself
+    if not isinstance(raw, str):
+        return {INVALID_JSON_KEY: str(raw)}
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return {INVALID_JSON_KEY: raw}
+    return value if isinstance(value, dict) else {INVALID_JSON_KEY: raw}
+
+
+# -- errors ------------------------------------------------------------------------
+
+
+def _status_error(exc: openai.APIStatusError) -> ApplicationError:
+    status = exc.status_code
+    message = f"openai returned {status}: {_provider_message(exc)}"
+    if is_retryable_status(status):
+        return retryable_error(
+            message, kind="ModelProviderRetryableError", retry_after=retry_after_seconds(exc.response.headers)
+        )
+    return non_retryable_error(message, kind="ModelProviderRequestError")
+
+
+def _provider_message(exc: openai.APIStatusError) -> str:
+    """The API's own explanation (``error.message``), else the SDK's text."""
+    body = exc.body  # the SDK already unwraps {"error": {...}}
+    if isinstance(body, dict):
+        error = body.get("error", body)
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            return error["message"]
+    if isinstance(body, str) and body:
+        return body
+    return exc.message
+
+
+def _malformed(detail: str) -> ApplicationError:
+    return non_retryable_error(f"openai returned a malformed reply: {detail}", kind="ModelProviderMalformedReply")

@@ -1,0 +1,74 @@
+"""Temporal history per step must not grow with the transcript (DESIGN §2)."""
+
+from __future__ import annotations
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+
+from activities.contracts import MODEL_TURN
+from checkpoint import FinishReason, Message
+from durable_agents import Agent, ScriptedToolCall, ScriptedTurn, register_script
+from tests import agents
+from tests.conftest import session_id
+
+STEPS = 300
+KB = "x" * 1024
+
+
+def _long_script(messages: list[Message]) -> ScriptedTurn:
+    turns = sum(1 for m in messages if m.role == "assistant")
+    if turns >= STEPS:
+        return ScriptedTurn(text="finished")
+    return ScriptedTurn(text=f"step {turns} {KB}", tool_calls=[
+        ScriptedToolCall(name="echo_kb", arguments={"city": f"c{turns}"})])
+
+
+register_script("long-run", _long_script)
+
+
+@agents.tool(safe_to_retry=True)
+async def echo_kb(args: agents.CityArgs, ctx: agents.ToolContext) -> dict:
+    return {"city": args.city, "filler": KB}
+
+
+long_agent = Agent(name="long", model="scripted:long-run", tools=[echo_kb], max_steps=STEPS + 5)
+
+
+async def _all_events(client, workflow_id: str, first_run_id: str):
+    """Events of every run of the chain (the run continues-as-new when Temporal suggests it)."""
+    events, run_id, runs = [], first_run_id, 0
+    while run_id:
+        history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
+        events.extend(history.events)
+        runs += 1
+        run_id = next((e.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
+                       for e in history.events
+                       if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW), None)
+    return events, runs
+
+
+@pytest.mark.slow
+async def test_history_bytes_per_step_stay_flat_over_300_steps(run_worker, store, env):
+    sid = session_id()
+    async with run_worker([long_agent]) as client:
+        handle = await client.start("long", "go", session_id=sid)
+        result = await client.result(sid, handle)
+    assert result.finish_reason == FinishReason.STOP
+    assert result.steps == STEPS + 1
+    assert len(result.messages) == 1 + 2 * STEPS + 1  # user, (turn, result) × 300, final turn
+    assert result.messages[-3].content.startswith(f"step {STEPS - 1} ")
+
+    events, runs = await _all_events(env.client, sid, handle.first_execution_run_id)
+    starts = [i for i, e in enumerate(events)
+              if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+              and e.activity_task_scheduled_event_attributes.activity_type.name == MODEL_TURN]
+    assert len(starts) == STEPS + 1
+
+    def step_bytes(step: int) -> int:  # 1-based: events from this model turn to the next
+        return sum(e.ByteSize() for e in events[starts[step - 1]:starts[step]])
+
+    early, late = step_bytes(30), step_bytes(300)
+    print(f"history bytes/step: step 30 = {early}, step 300 = {late}, runs = {runs}")
+    assert late <= 1.5 * early
+    # and no single payload carries the transcript (~600 KB by the end)
+    assert max(e.ByteSize() for e in events) < 16_000
