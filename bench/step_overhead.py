@@ -1,0 +1,79 @@
+"""Orchestration overhead per agent step (model turn + tool call), and Temporal
+history bytes per step, on the embedded dev server with a warm in-process worker.
+
+    .venv/bin/python bench/step_overhead.py [--steps 50] [--runs 5]
+
+The scripted model and the tool do no work, so the time is what durable-agents
+and Temporal add: activities, store writes, workflow tasks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from pydantic import BaseModel  # noqa: E402
+from temporalio.client import Client  # noqa: E402
+
+from checkpoint import Message, SqliteStore  # noqa: E402
+from durable_agents import Agent, AgentClient, ScriptedToolCall, ScriptedTurn, ToolContext, build_worker, register_script, tool  # noqa: E402
+from durable_agents.connection import data_converter  # noqa: E402
+from durable_agents.devserver import DevServer  # noqa: E402
+
+
+class Args(BaseModel):
+    n: int
+
+
+@tool(safe_to_retry=True)
+async def noop(args: Args, ctx: ToolContext) -> dict:
+    return {"n": args.n}
+
+
+def script_for(steps: int):
+    def play(messages: list[Message]) -> ScriptedTurn:
+        turns = sum(1 for m in messages if m.role == "assistant")
+        if turns >= steps - 1:
+            return ScriptedTurn(text="done")
+        return ScriptedTurn(text="t", tool_calls=[ScriptedToolCall(name="noop", arguments={"n": turns})])
+    return play
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=50)
+    parser.add_argument("--runs", type=int, default=5)
+    opts = parser.parse_args()
+    register_script("bench", script_for(opts.steps))
+    agent = Agent(name="bench", model="scripted:bench", tools=[noop], max_steps=opts.steps + 1)
+    with tempfile.TemporaryDirectory() as tmp, DevServer(ui=False, db_file=None) as server:
+        client = await Client.connect(server.address, data_converter=data_converter())
+        store = SqliteStore(Path(tmp) / "store.db")
+        queue = f"bench-{uuid.uuid4().hex[:6]}"
+        async with build_worker(client, agents=[agent], store=store, task_queue=queue):
+            agents = AgentClient(client, store, queue)
+            await agents.send("bench", "warm up", session_id=f"warm-{uuid.uuid4().hex[:6]}")
+            per_step = []
+            for _ in range(opts.runs):
+                sid = f"bench-{uuid.uuid4().hex[:8]}"
+                started = time.perf_counter()
+                result = await agents.send("bench", "go", session_id=sid)
+                per_step.append((time.perf_counter() - started) * 1000 / result.steps)
+            history = await client.get_workflow_handle(sid).fetch_history()
+            size = sum(e.ByteSize() for e in history.events)
+    print(f"steps per run: {opts.steps}, runs: {opts.runs}")
+    print(f"ms per step (model turn + tool call): median {statistics.median(per_step):.1f}, "
+          f"min {min(per_step):.1f}, max {max(per_step):.1f}")
+    print(f"Temporal history: {len(history.events)} events, {size} bytes, {size / opts.steps:.0f} bytes/step")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

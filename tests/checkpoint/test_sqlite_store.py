@@ -1,0 +1,148 @@
+"""The SQLite and memory stores: format round trip, idempotent writes, history."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+
+import pytest
+
+from checkpoint import (
+    Checkpoint,
+    CheckpointStatus,
+    ConfigurationError,
+    MemoryStore,
+    Message,
+    SqliteStore,
+    StoreCorruptError,
+    ToolCall,
+    Usage,
+    open_store,
+)
+from checkpoint.format import Role
+
+
+@pytest.fixture(params=["sqlite", "memory"])
+def any_store(request, tmp_path):
+    s = SqliteStore(tmp_path / "s.db", history_limit=5) if request.param == "sqlite" else MemoryStore(history_limit=5)
+    yield s
+    s.close()
+
+
+def _assistant(i: int) -> Message:
+    return Message(role=Role.ASSISTANT, content=f"turn {i}",
+                   tool_calls=[ToolCall(id=f"call_{i}", name="t", arguments={"i": i})])
+
+
+def _grow(store, sid: str, steps: int, size: int = 10) -> None:
+    store.save(Checkpoint(session_id=sid, messages=[Message.system("sys"), Message.user("go")]))
+    for i in range(steps):
+        header = store.load_header(sid)
+        turn = _assistant(i)
+        turn.content = f"turn {i} " + "x" * size
+        store.append(header.model_copy(update={"message_count": header.message_count + 1,
+                                               "step_index": i + 1, "updated_at": None}),
+                     header.message_count, [turn])
+
+
+def test_round_trip_uses_camel_case_json(any_store):
+    cp = Checkpoint(session_id="a", messages=[Message.user("hi"), _assistant(1)], step_index=1,
+                    usage=Usage(input_tokens=3, output_tokens=4, requests=1),
+                    status=CheckpointStatus.AWAITING_APPROVAL, approval_id="ap-1",
+                    remaining_tool_calls=[ToolCall(id="c2", name="t")], business_state={"k": [1]})
+    any_store.save(cp)
+    loaded = any_store.load("a")
+    data = json.loads(loaded.to_json())
+    assert data["stepIndex"] == 1 and data["approvalId"] == "ap-1"
+    assert data["messages"][1]["toolCalls"][0] == {"id": "call_1", "name": "t", "arguments": {"i": 1}}
+    assert data["remainingToolCalls"][0]["id"] == "c2" and data["businessState"] == {"k": [1]}
+    assert loaded.model_copy(update={"updated_at": None}) == cp
+    assert any_store.load("missing") is None
+
+
+def test_rewriting_the_same_positions_is_idempotent(any_store):
+    _grow(any_store, "a", 2)
+    header = any_store.load_header("a")
+    last = any_store.load_messages("a", header.message_count - 1)
+    before = len(any_store.history("a"))
+    # a retried activity writes the same message at the same position again
+    any_store.append(header.model_copy(update={"updated_at": None}), header.message_count - 1, last)
+    assert any_store.load("a").messages[-1] == last[0]
+    assert len(any_store.load("a").messages) == header.message_count
+    assert len(any_store.history("a")) == before
+
+
+def test_history_is_a_ring_of_the_newest_saves_newest_first(any_store):
+    _grow(any_store, "a", 8)
+    entries = any_store.history("a")
+    assert [e.step for e in entries] == [8, 7, 6, 5, 4]
+    assert [len(e.checkpoint.messages) for e in entries] == [10, 9, 8, 7, 6]
+    assert entries[0].checkpoint.messages[-1].content.startswith("turn 7")
+    assert [e.step for e in any_store.history("a", limit=2)] == [8, 7]
+    assert any_store.history("unknown") == []
+
+
+def test_history_survives_a_rewrite_of_an_earlier_message(any_store):
+    _grow(any_store, "a", 2)
+    cp = any_store.load("a")
+    cp.messages[1] = Message.user("changed")
+    any_store.save(cp)
+    newest, older = any_store.history("a", limit=2)
+    assert newest.checkpoint.messages[1].content == "changed"
+    assert older.checkpoint.messages[1].content == "go"
+
+
+def test_history_storage_grows_linearly(tmp_path):
+    store = SqliteStore(tmp_path / "lin.db", history_limit=50)
+    _grow(store, "a", 400, size=1024)
+    transcript = sum(len(m.to_json()) for m in store.load("a").messages)
+    stored = store._db.execute("SELECT SUM(LENGTH(body)) FROM messages").fetchone()[0]
+    headers = store._db.execute("SELECT SUM(LENGTH(header)) FROM checkpoint_history").fetchone()[0]
+    assert stored == transcript  # history entries share the rows
+    assert stored + headers < 3 * transcript
+
+
+def test_tool_results_are_recorded_once_and_in_call_order(any_store):
+    any_store.save(Checkpoint(session_id="a", messages=[Message.user("go"), Message(
+        role=Role.ASSISTANT, tool_calls=[ToolCall(id="c1", name="t"), ToolCall(id="c2", name="t")])]))
+    batch = ["c1", "c2"]
+    r2 = Message.tool_result(ToolCall(id="c2", name="t"), "two")
+    assert any_store.record_tool_result("a", r2, 2, batch) == 2  # waits for c1
+    r1 = Message.tool_result(ToolCall(id="c1", name="t"), "one")
+    assert any_store.record_tool_result("a", r1, 2, batch) == 4
+    again = Message.tool_result(ToolCall(id="c1", name="t"), "one, re-run")
+    assert any_store.record_tool_result("a", again, 2, batch) == 4
+    assert [m.content for m in any_store.load("a").messages[2:]] == ["one", "two"]
+    assert any_store.tool_result("a", "c1").content == "one"  # the first recorded result wins
+
+
+def test_tool_started_counts_previous_starts(any_store):
+    assert any_store.tool_started("a", "c1") == 0
+    assert any_store.tool_started("a", "c1") == 1
+
+
+def test_delete_and_keep_history(any_store):
+    _grow(any_store, "a", 3)
+    any_store.delete("a", keep_history=True)
+    assert any_store.load("a") is None
+    assert len(any_store.history("a")) == 4
+    any_store.delete("a")
+    assert any_store.history("a") == []
+
+
+def test_store_file_is_private_and_a_damaged_file_is_named(tmp_path):
+    path = tmp_path / "dir" / "store.db"
+    SqliteStore(path).close()
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    bad = tmp_path / "bad.db"
+    bad.write_bytes(b"this is not a database at all" * 100)
+    with pytest.raises(StoreCorruptError, match=str(bad)):
+        SqliteStore(bad)
+
+
+def test_store_urls(tmp_path):
+    assert isinstance(open_store(f"sqlite:///{tmp_path}/x.db"), SqliteStore)
+    assert isinstance(open_store("memory:"), MemoryStore)
+    with pytest.raises(ConfigurationError, match="unknown store URL 'redis://x'"):
+        open_store("redis://x")

@@ -1,0 +1,64 @@
+"""Workflows stay deterministic: recorded histories replay, and workflows/
+imports nothing that does I/O, reads clocks or draws random numbers."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+from temporalio.client import WorkflowHistory
+from temporalio.worker import Replayer
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+
+from durable_agents.connection import data_converter
+from durable_agents.worker import PASSTHROUGH
+from workflows import ALL_WORKFLOWS
+
+ROOT = Path(__file__).resolve().parent.parent
+HISTORIES = sorted((ROOT / "tests" / "histories").glob("*.json"))
+
+
+@pytest.mark.parametrize("path", HISTORIES, ids=[p.stem for p in HISTORIES])
+async def test_recorded_history_replays(path: Path):
+    replayer = Replayer(
+        workflows=ALL_WORKFLOWS, data_converter=data_converter(),
+        workflow_runner=SandboxedWorkflowRunner(
+            restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH)),
+    )
+    history = WorkflowHistory.from_json(path.stem, path.read_text())
+    result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    assert result.replay_failure is None, f"{path.name}: {result.replay_failure}"
+
+
+def test_there_are_recorded_histories():
+    assert len(HISTORIES) >= 3
+
+
+ALLOWED_IMPORTS = {"__future__", "asyncio", "datetime", "temporalio", "activities.contracts",
+                   "checkpoint.format", "workflows", "pydantic"}
+BANNED_CALLS = {"now", "utcnow", "time", "uuid4", "random", "sleep", "wait"}
+
+
+def _module_root_allowed(name: str) -> bool:
+    return any(name == a or name.startswith(a + ".") for a in ALLOWED_IMPORTS)
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "workflows").glob("*.py")), ids=lambda p: p.name)
+def test_workflow_modules_import_only_deterministic_code(path: Path):
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            names = [node.module or ""]
+        else:
+            continue
+        for name in names:
+            assert _module_root_allowed(name), f"{path.name}:{node.lineno} imports {name}"
+        if isinstance(node, ast.ImportFrom) and node.module == "datetime":
+            assert {a.name for a in node.names} <= {"timedelta"}, f"{path.name}: only timedelta from datetime"
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            if node.value.id in {"asyncio", "time", "datetime", "random", "uuid"}:
+                assert node.attr not in BANNED_CALLS, f"{path.name}:{node.lineno} uses {node.value.id}.{node.attr}"
