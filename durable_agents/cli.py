@@ -10,7 +10,7 @@ import sys
 import time
 from collections.abc import Sequence
 
-from checkpoint.errors import DurableAgentsError
+from checkpoint.errors import ConfigurationError, DurableAgentsError
 from checkpoint.stores import DEFAULT_STORE_URL, open_store
 from durable_agents.connection import DEFAULT_TASK_QUEUE
 
@@ -141,12 +141,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return asyncio.run(COMMANDS[args.command](args))
+    except ConfigurationError as e:  # wrong usage or setup: like argparse, exit 2
+        print(f"durable-agents: error: {e.message}", file=sys.stderr)
+        return 2
     except DurableAgentsError as e:
-        print(f"error: {e.message}", file=sys.stderr)
+        print(f"durable-agents: error: {e.message}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
 
 
+def entry() -> None:
+    """Console-script entry point.
+
+    Exits without interpreter finalization: the Temporal core runtime's
+    threads can abort a finalizing interpreter after the work is done.
+    """
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

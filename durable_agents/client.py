@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import ApplicationError, FailureError, WorkflowAlreadyStartedError
 
-from checkpoint.format import CheckpointStatus, FinishReason, Message, Role, ToolCall, Usage
+from checkpoint.format import CheckpointStatus, FormatModel, FinishReason, Message, Role, ToolCall, Usage
 from checkpoint.stores import open_store
 from checkpoint.stores.base import CheckpointStore
 from durable_agents.connection import DEFAULT_TASK_QUEUE, connect
@@ -25,7 +25,7 @@ PROVIDER_FAILURES = {"ModelProviderRequestError", "ModelProviderMalformedReply",
                      "ModelProviderRetryableError"}
 
 
-class RunResult(BaseModel):
+class RunResult(FormatModel):
     session_id: str
     finish_reason: FinishReason
     messages: list[Message]
