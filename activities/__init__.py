@@ -25,6 +25,7 @@ def build_activities(
         session.begin_run,
         session.append_input,
         session.finish_run,
+        session.abort_run,
         ModelActivities(deps).model_turn,
         ToolActivities(deps).execute_tool,
     ]

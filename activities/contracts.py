@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from checkpoint.fingerprint import AgentDrift
 from checkpoint.format import FinishReason, Message, RunConfig, ToolCall, Usage
 
 BEGIN_RUN = "durable_agents.begin_run"
@@ -16,6 +17,7 @@ MODEL_TURN = "durable_agents.model_turn"
 EXECUTE_TOOL = "durable_agents.execute_tool"
 FINISH_RUN = "durable_agents.finish_run"
 APPEND_INPUT = "durable_agents.append_input"
+ABORT_RUN = "durable_agents.abort_run"
 
 
 class RunState(BaseModel):
@@ -45,6 +47,8 @@ class BeginRunOutput(BaseModel):
     state: RunState
     queued_input: list[Message] = Field(default_factory=list)
     """Input to append once the pending tool calls have their results."""
+    drift: AgentDrift | None = None
+    """How the resuming agent differs from the one the checkpoint was saved with."""
 
 
 class ModelTurnInput(BaseModel):
@@ -98,4 +102,15 @@ class AppendInputInput(BaseModel):
 
 
 class AppendInputOutput(BaseModel):
+    message_count: int
+
+
+class AbortRunInput(BaseModel):
+    session_id: str
+    batch_start: int
+    batch: list[ToolCall] = Field(default_factory=list)
+    """The interrupted turn's unfinished calls: each gets a ``cancelled`` result."""
+
+
+class AbortRunOutput(BaseModel):
     message_count: int

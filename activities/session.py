@@ -6,9 +6,12 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.contracts import (
+    ABORT_RUN,
     APPEND_INPUT,
     BEGIN_RUN,
     FINISH_RUN,
+    AbortRunInput,
+    AbortRunOutput,
     AppendInputInput,
     AppendInputOutput,
     BeginRunInput,
@@ -16,8 +19,11 @@ from activities.contracts import (
     FinishRunInput,
     RunState,
 )
+from activities.definitions import Agent
 from activities.deps import ActivityDeps
+from activities.tools import CANCELLED
 from activities.transcript import new_input_after, pending_tool_calls, strip_system
+from checkpoint.fingerprint import compare_fingerprints
 from checkpoint.format import (
     CheckpointHeader,
     CheckpointStatus,
@@ -28,6 +34,10 @@ from checkpoint.format import (
 )
 
 
+def _fail(message: str, kind: str, *details: object) -> ApplicationError:
+    return ApplicationError(message, *details, type=kind, non_retryable=True)
+
+
 class SessionActivities:
     def __init__(self, deps: ActivityDeps) -> None:
         self.deps = deps
@@ -35,27 +45,22 @@ class SessionActivities:
     @activity.defn(name=BEGIN_RUN)
     async def begin_run(self, inp: BeginRunInput) -> BeginRunOutput:
         agent = self.deps.agent(inp.agent)
-        config = agent.run_config(inp.model)
-        fingerprint = agent.fingerprint(inp.model)
-        return await self.deps.in_store(self._begin, inp, config, fingerprint)
+        return await self.deps.in_store(self._begin, inp, agent)
 
-    def _begin(self, inp: BeginRunInput, config: RunConfig, fp: Fingerprint) -> BeginRunOutput:
+    def _begin(self, inp: BeginRunInput, agent: Agent) -> BeginRunOutput:
         store = self.deps.store
+        config, fp = agent.run_config(inp.model), agent.fingerprint(inp.model)
         header = store.load_header(inp.session_id)
         if header is None:
             return self._start_session(inp, config, fp)
         if header.status == CheckpointStatus.AWAITING_APPROVAL:
-            raise ApplicationError(
-                f"session {inp.session_id!r} is waiting for approval {header.approval_id}; "
-                "approve or reject it before sending new input",
-                header.approval_id,
-                type="SessionAwaitingApprovalError",
-                non_retryable=True,
-            )
+            raise _fail(f"session {inp.session_id!r} is waiting for approval {header.approval_id}; "
+                        "approve or reject it before sending new input",
+                        "SessionAwaitingApprovalError", header.approval_id)
         messages = store.load_messages(inp.session_id, 0, header.message_count)
         if header.status == CheckpointStatus.FINISHED:
             return self._continue_session(header, messages, inp, config, fp)
-        return self._resume_session(header, messages, inp, config, fp)
+        return self._resume_session(header, messages, inp, agent, config, fp)
 
     def _start_session(self, inp: BeginRunInput, config: RunConfig, fp: Fingerprint) -> BeginRunOutput:
         messages = [Message.system(config.instructions)] if config.instructions else []
@@ -90,26 +95,56 @@ class SessionActivities:
 
     def _resume_session(
         self, header: CheckpointHeader, messages: list[Message], inp: BeginRunInput,
-        config: RunConfig, fp: Fingerprint,
+        agent: Agent, config: RunConfig, fp: Fingerprint,
     ) -> BeginRunOutput:
-        run_start = header.run_start_index or 0
-        started_with = [m for m in messages[run_start:] if m.role == "user"][: len(inp.input)]
-        new = strip_system(inp.input)
-        if new and [(m.role, m.content) for m in new] == [(m.role, m.content) for m in started_with]:
-            new = []  # the same request sent again after a crash: a retry
         pending, _ = pending_tool_calls(messages)
+        drift = self._check_resumable(inp.session_id, header, pending, agent, fp)
+        run_start = header.run_start_index or 0
+        queued = list(header.pending_input or []) + self._new_resume_input(messages, run_start, inp)
         state = RunState(
             message_count=header.message_count, step_index=header.step_index, usage=header.usage,
             run_start_step=header.run_start_step or 0, run_start_index=run_start,
             pending_tool_calls=pending,
         )
-        if pending or not new:
-            return BeginRunOutput(config=config, state=state, queued_input=new)
-        updated = header.model_copy(update={"message_count": header.message_count + len(new),
-                                            "updated_at": None})
-        self.deps.store.append(updated, header.message_count, new)
-        state.message_count += len(new)
-        return BeginRunOutput(config=config, state=state)
+        appended = [] if pending else queued
+        updated = header.model_copy(update={
+            "message_count": header.message_count + len(appended), "run_config": config,
+            "fingerprint": fp, "pending_input": None, "finish_reason": None, "updated_at": None,
+        })
+        self.deps.store.append(updated, header.message_count, appended)
+        state.message_count += len(appended)
+        return BeginRunOutput(config=config, state=state, queued_input=queued if pending else [],
+                              drift=drift)
+
+    @staticmethod
+    def _new_resume_input(messages: list[Message], run_start: int, inp: BeginRunInput) -> list[Message]:
+        new = strip_system(inp.input)
+        started_with = [m for m in messages[run_start:] if m.role == "user"][: len(new)]
+        if new and [(m.role, m.content) for m in new] == [(m.role, m.content) for m in started_with]:
+            return []  # the request the run started from, sent again after a crash: a retry
+        return new
+
+    def _check_resumable(
+        self, session_id: str, header: CheckpointHeader, pending: list, agent: Agent, fp: Fingerprint
+    ):
+        """Refuse before any write or call: a pending call's tool is gone, or drift is an error."""
+        missing = [c for c in pending if agent.tool_named(c.name) is None]
+        if missing:
+            names = ", ".join(f"{c.name} ({c.id})" for c in missing)
+            raise _fail(f"session {session_id!r} has pending calls to tools that agent "
+                        f"{agent.name!r} no longer has: {names}; deploy a worker whose agent has "
+                        "them, or fork the session and patch their results", "ResumeToolMissingError")
+        drift = compare_fingerprints(header.fingerprint, fp)
+        if drift is None or agent.on_agent_drift == "ignore":
+            return None
+        if agent.on_agent_drift == "error":
+            raise _fail(f"agent {agent.name!r} changed since session {session_id!r} was saved "
+                        f"({drift.describe()}); the checkpoint is untouched. Resume it with the "
+                        "previous agent, or set on_agent_drift='warn'", "AgentDriftError",
+                        drift.to_dict())
+        activity.logger.warning("agent %s drifted for session %s: %s", agent.name, session_id,
+                                drift.describe())
+        return drift
 
     @activity.defn(name=APPEND_INPUT)
     async def append_input(self, inp: AppendInputInput) -> AppendInputOutput:
@@ -130,10 +165,29 @@ class SessionActivities:
         def write() -> None:
             header = self.deps.store.load_header(inp.session_id)
             assert header is not None
-            status = (CheckpointStatus.IN_PROGRESS if inp.finish_reason == FinishReason.ABORTED
-                      else CheckpointStatus.FINISHED)
             updated = header.model_copy(update={
-                "status": status, "finish_reason": inp.finish_reason, "updated_at": None})
+                "status": CheckpointStatus.FINISHED, "finish_reason": inp.finish_reason,
+                "updated_at": None})
             self.deps.store.append(updated, header.message_count, [])
 
         await self.deps.in_store(write)
+
+    @activity.defn(name=ABORT_RUN)
+    async def abort_run(self, inp: AbortRunInput) -> AbortRunOutput:
+        """Give every unfinished call of the interrupted turn a ``cancelled`` result."""
+
+        def write() -> int:
+            store = self.deps.store
+            ids = [c.id for c in inp.batch]
+            for call in inp.batch:
+                store.record_tool_result(inp.session_id, Message.tool_result(call, CANCELLED, is_error=True),
+                                         inp.batch_start, ids)
+            header = store.load_header(inp.session_id)
+            assert header is not None
+            store.append(header.model_copy(update={"finish_reason": FinishReason.ABORTED,
+                                                   "status": CheckpointStatus.IN_PROGRESS,
+                                                   "updated_at": None}),
+                         header.message_count, [])
+            return header.message_count
+
+        return AbortRunOutput(message_count=await self.deps.in_store(write))

@@ -7,6 +7,7 @@ so concurrent tools still leave results in call order.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -19,6 +20,7 @@ from activities.deps import ActivityDeps, heartbeating
 from checkpoint.format import Message, ToolCall
 
 INVALID_JSON_KEY = "__invalid_json__"
+CANCELLED = '{"error": "cancelled"}'
 
 
 def durability_error(call: ToolCall) -> dict[str, Any]:
@@ -51,7 +53,14 @@ class ToolActivities:
         store = self.deps.store
         recorded = await self.deps.in_store(store.tool_result, inp.session_id, inp.call.id)
         if recorded is None:
-            content, kind = await self._run(inp)
+            try:
+                content, kind = await self._run(inp)
+            except asyncio.CancelledError:
+                # The run was aborted: this call's result is "cancelled" (unless it has one).
+                cancelled = Message.tool_result(inp.call, CANCELLED, is_error=True)
+                await asyncio.shield(self.deps.in_store(
+                    store.record_tool_result, inp.session_id, cancelled, inp.batch_start, inp.batch))
+                raise
             recorded = Message.tool_result(inp.call, content, is_error=kind != "result")
         else:
             kind = "recorded"  # never re-executed

@@ -148,13 +148,12 @@ class RunConfig(FormatModel):
     max_tokens: int = 4096
 
 
-class Checkpoint(FormatModel):
-    """A run's whole transcript plus its position and status."""
+class CheckpointFields(FormatModel):
+    """What a checkpoint records besides its messages."""
 
     format_version: int = FORMAT_VERSION
     session_id: str
     agent: str | None = None
-    messages: list[Message] = Field(default_factory=list)
     step_index: int = 0
     usage: Usage = Field(default_factory=Usage)
     business_state: Any = None
@@ -162,6 +161,8 @@ class Checkpoint(FormatModel):
     status: CheckpointStatus = CheckpointStatus.IN_PROGRESS
     approval_id: str | None = None
     remaining_tool_calls: list[ToolCall] | None = None
+    pending_input: list[Message] | None = None
+    """Input to append once the last turn's pending tool calls have results."""
     fingerprint: Fingerprint | None = None
     finish_reason: FinishReason | None = None
     run_config: RunConfig | None = None
@@ -170,6 +171,12 @@ class Checkpoint(FormatModel):
     run_start_step: int | None = None
     """``stepIndex`` when the current run started (its ``max_steps`` budget counts from here)."""
     updated_at: datetime | None = None
+
+
+class Checkpoint(CheckpointFields):
+    """A run's whole transcript plus its position and status."""
+
+    messages: list[Message] = Field(default_factory=list)
 
     def header(self) -> CheckpointHeader:
         return CheckpointHeader(
@@ -177,31 +184,14 @@ class Checkpoint(FormatModel):
         )
 
 
-class CheckpointHeader(FormatModel):
+class CheckpointHeader(CheckpointFields):
     """A checkpoint without its messages, plus how many messages it has.
 
     This is what stores keep per save; the messages themselves are shared
     rows, so a history of saves grows with the transcript, not with its square.
     """
 
-    format_version: int = FORMAT_VERSION
-    session_id: str
-    agent: str | None = None
     message_count: int = 0
-    step_index: int = 0
-    usage: Usage = Field(default_factory=Usage)
-    business_state: Any = None
-    status: CheckpointStatus = CheckpointStatus.IN_PROGRESS
-    approval_id: str | None = None
-    remaining_tool_calls: list[ToolCall] | None = None
-    fingerprint: Fingerprint | None = None
-    finish_reason: FinishReason | None = None
-    run_config: RunConfig | None = None
-    run_start_index: int | None = None
-    """Position of the current run's first input message."""
-    run_start_step: int | None = None
-    """``stepIndex`` when the current run started (its ``max_steps`` budget counts from here)."""
-    updated_at: datetime | None = None
 
     def with_messages(self, messages: list[Message]) -> Checkpoint:
         data = self.model_dump(exclude={"message_count"})

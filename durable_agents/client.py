@@ -5,16 +5,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pydantic import Field
-from temporalio.client import Client, WorkflowFailureError
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
+from temporalio.service import RPCError, RPCStatusCode
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import ApplicationError, FailureError, WorkflowAlreadyStartedError
 
+from checkpoint.fingerprint import AgentDrift
 from checkpoint.format import CheckpointStatus, FormatModel, FinishReason, Message, Role, ToolCall, Usage
 from checkpoint.stores import open_store
 from checkpoint.stores.base import CheckpointStore
 from durable_agents.connection import DEFAULT_TASK_QUEUE, connect
 from durable_agents.errors import (
+    AgentDriftError,
+    CheckpointNotFoundError,
+    ConfigurationError,
     ModelProviderError,
+    ResumeToolMissingError,
     RunFailedError,
     SessionAwaitingApprovalError,
     SessionBusyError,
@@ -23,6 +29,9 @@ from workflows.contracts import AGENT_RUN_WORKFLOW, AgentRunInput, RunSummary
 
 PROVIDER_FAILURES = {"ModelProviderRequestError", "ModelProviderMalformedReply",
                      "ModelProviderRetryableError"}
+
+TYPED_FAILURES = {"AgentDriftError": AgentDriftError, "ResumeToolMissingError": ResumeToolMissingError,
+                  "ConfigurationError": ConfigurationError}
 
 
 class RunResult(FormatModel):
@@ -35,6 +44,8 @@ class RunResult(FormatModel):
     tool_calls: list[ToolCall] = Field(default_factory=list)
     """The tool calls of this run, in order."""
     approval_id: str | None = None
+    drift: AgentDrift | None = None
+    """Set when the run resumed with an agent that changed since the checkpoint (on_agent_drift='warn')."""
 
     @property
     def text(self) -> str:
@@ -77,13 +88,21 @@ class AgentClient:
         *,
         session_id: str,
         model: str | None = None,
+        interrupt: bool = False,
     ):
-        """Start a run and return its workflow handle without waiting."""
+        """Start a run and return its workflow handle without waiting.
+
+        A session with a live run raises ``SessionBusyError``; with
+        ``interrupt=True`` the live run is aborted first (its in-flight tool
+        calls get ``cancelled`` results) and the new input continues the session.
+        """
         header = self.store.load_header(session_id)
         if header is not None and header.status == CheckpointStatus.AWAITING_APPROVAL:
             raise SessionAwaitingApprovalError(session_id, header.approval_id)
         messages = as_messages(input)
         first = next((m.content for m in messages if m.content), "") or "(resume)"
+        if interrupt:
+            await self.cancel(session_id)
         try:
             return await self.temporal.start_workflow(
                 AGENT_RUN_WORKFLOW,
@@ -105,9 +124,39 @@ class AgentClient:
         *,
         session_id: str,
         model: str | None = None,
+        interrupt: bool = False,
     ) -> RunResult:
-        """Run ``agent`` on ``input`` in session ``session_id`` and wait for the outcome."""
-        handle = await self.start(agent, input, session_id=session_id, model=model)
+        """Run ``agent`` on ``input`` in session ``session_id`` and wait for the outcome.
+
+        ``input`` may be ``[]`` to resume an unfinished run without new input.
+        """
+        handle = await self.start(agent, input, session_id=session_id, model=model,
+                                  interrupt=interrupt)
+        return await self.result(session_id, handle)
+
+    async def resume(self, session_id: str, *, agent: str | None = None) -> RunResult:
+        """Continue an unfinished session (e.g. a fork or a crashed run) without new input."""
+        header = self.store.load_header(session_id)
+        if header is None:
+            raise CheckpointNotFoundError(f"no session {session_id!r} in {self.store!r}",
+                                          session_id=session_id)
+        name = agent or header.agent
+        if not name:
+            raise ConfigurationError(f"session {session_id!r} records no agent; pass agent=")
+        return await self.send(name, [], session_id=session_id)
+
+    async def cancel(self, session_id: str) -> RunResult | None:
+        """Abort the session's live run, if any; returns its (aborted) result."""
+        handle = self.temporal.get_workflow_handle(session_id, result_type=RunSummary)
+        try:
+            description = await handle.describe()
+        except RPCError as e:
+            if e.status == RPCStatusCode.NOT_FOUND:
+                return None
+            raise
+        if description.status != WorkflowExecutionStatus.RUNNING:
+            return None
+        await handle.cancel()
         return await self.result(session_id, handle)
 
     async def result(self, session_id: str, handle=None) -> RunResult:
@@ -125,7 +174,7 @@ class AgentClient:
         return RunResult(
             session_id=summary.session_id, finish_reason=summary.finish_reason, messages=messages,
             steps=summary.steps, usage=summary.usage, tool_calls=calls,
-            approval_id=summary.approval_id,
+            approval_id=summary.approval_id, drift=summary.drift,
         )
 
 
@@ -137,6 +186,8 @@ def _run_error(session_id: str, error: WorkflowFailureError) -> Exception:
         if cause.type == "SessionAwaitingApprovalError":
             approval = cause.details[0] if cause.details else None
             return SessionAwaitingApprovalError(session_id, approval)  # type: ignore[arg-type]
+        if cause.type in TYPED_FAILURES:
+            return TYPED_FAILURES[cause.type](cause.message)
         kind = ModelProviderError if cause.type in PROVIDER_FAILURES else RunFailedError
         return kind(f"run of session {session_id!r} failed: {cause.message}",
                     session_id=session_id, cause_type=cause.type)

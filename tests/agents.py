@@ -84,3 +84,29 @@ weather_agent = Agent(
 )
 looping_agent = Agent(name="looper", model="scripted:loop-forever", tools=[get_weather], max_steps=4)
 bad_agent = Agent(name="bad", model="scripted:bad-calls", tools=[get_weather, book_table, flaky])
+
+
+class SleepArgs(BaseModel):
+    seconds: float
+
+
+@tool(heartbeat_timeout=2.0)
+async def slow_tool(args: SleepArgs, ctx: ToolContext) -> dict:
+    """Sleeps; cancellable (its heartbeats carry the cancellation)."""
+    import asyncio
+
+    CALL_LOG.append(("slow_tool", ctx.tool_call_id, args.model_dump()))
+    await asyncio.sleep(args.seconds)
+    return {"slept": args.seconds}
+
+
+register_script("slow-then-answer", [
+    ScriptedTurn(text="Working on it.", tool_calls=[
+        ScriptedToolCall(name="get_weather", arguments={"city": "Rome"}),
+        ScriptedToolCall(name="slow_tool", arguments={"seconds": 60}),
+    ]),
+    ScriptedTurn(text="Understood, changing course."),
+])
+
+slow_agent = Agent(name="slow", model="scripted:slow-then-answer", tools=[get_weather, slow_tool],
+                   tool_concurrency=2)

@@ -35,7 +35,7 @@ def test_there_are_recorded_histories():
     assert len(HISTORIES) >= 3
 
 
-ALLOWED_IMPORTS = {"__future__", "asyncio", "datetime", "temporalio", "activities.contracts",
+ALLOWED_IMPORTS = {"__future__", "asyncio", "datetime", "temporalio", "activities.contracts", "checkpoint.fingerprint",
                    "checkpoint.format", "workflows", "pydantic"}
 BANNED_CALLS = {"now", "utcnow", "time", "uuid4", "random", "sleep", "wait"}
 

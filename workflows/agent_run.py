@@ -10,16 +10,20 @@ import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
+from temporalio.workflow import ActivityCancellationType
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_exception
 
 with workflow.unsafe.imports_passed_through():
     from activities.contracts import (
+        ABORT_RUN,
         APPEND_INPUT,
         BEGIN_RUN,
         EXECUTE_TOOL,
         FINISH_RUN,
         MODEL_TURN,
+        AbortRunInput,
+        AbortRunOutput,
         AppendInputInput,
         AppendInputOutput,
         BeginRunInput,
@@ -62,8 +66,18 @@ class AgentRunWorkflow:
     @workflow.run
     async def run(self, inp: AgentRunInput) -> RunSummary:
         point = inp.resume or await self._begin(inp)
+        self._state = point.state
+        try:
+            summary = await self._loop(inp, point)
+        except (asyncio.CancelledError, ActivityError) as e:
+            if not is_cancelled_exception(e):
+                raise
+            summary = await self._abort(inp.session_id, point.state)
+        summary.drift = point.drift
+        return summary
+
+    async def _loop(self, inp: AgentRunInput, point: ResumePoint) -> RunSummary:
         config, state, queued = point.config, point.state, point.queued_input
-        self._state = state
         while True:
             if state.pending_tool_calls:
                 await self._run_tools(inp.session_id, config, state)
@@ -80,7 +94,8 @@ class AgentRunWorkflow:
                 return await self._finish(inp.session_id, state, FinishReason.MAX_STEPS)
             if workflow.info().is_continue_as_new_suggested():
                 workflow.continue_as_new(
-                    inp.model_copy(update={"resume": ResumePoint(config=config, state=state)}))
+                    inp.model_copy(update={"resume": ResumePoint(config=config, state=state,
+                                                                 drift=point.drift)}))
             turn = await self._model_turn(inp.session_id, config, state)
             if not turn.tool_calls:
                 return self._summary(inp.session_id, state, FinishReason.STOP)
@@ -93,7 +108,10 @@ class AgentRunWorkflow:
             result_type=BeginRunOutput, start_to_close_timeout=STORE_TIMEOUT,
             retry_policy=STORE_RETRY, summary=f"begin run of {inp.agent}",
         )
-        return ResumePoint(config=begun.config, state=begun.state, queued_input=begun.queued_input)
+        if begun.drift is not None:
+            workflow.logger.warning("agent %s drifted: %s", inp.agent, begun.drift.describe())
+        return ResumePoint(config=begun.config, state=begun.state, queued_input=begun.queued_input,
+                           drift=begun.drift)
 
     async def _model_turn(self, session_id: str, config: RunConfig, state: RunState) -> ModelTurnOutput:
         step = state.step_index + 1
@@ -103,6 +121,7 @@ class AgentRunWorkflow:
             ModelTurnInput(session_id=session_id, position=state.message_count, step=step),
             result_type=ModelTurnOutput, start_to_close_timeout=MODEL_TIMEOUT,
             heartbeat_timeout=MODEL_HEARTBEAT, retry_policy=MODEL_RETRY,
+            cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
             summary=f"model turn {step} ({config.model})",
         )
         state.step_index = step
@@ -133,6 +152,7 @@ class AgentRunWorkflow:
                     start_to_close_timeout=timedelta(seconds=spec.timeout_seconds if spec else 60),
                     heartbeat_timeout=timedelta(seconds=(spec.heartbeat_seconds or 10) if spec else 10),
                     retry_policy=TOOL_RETRY, summary=f"tool {call.name} {call.id}",
+                    cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
                 )
 
         outcomes = await asyncio.gather(*(run_one(c) for c in calls))
@@ -145,6 +165,19 @@ class AgentRunWorkflow:
             )
         state.tool_calls += len(calls)
         state.pending_tool_calls = []
+
+    async def _abort(self, session_id: str, state: RunState) -> RunSummary:
+        """Cancelled: unfinished calls get ``cancelled`` results; the checkpoint stays resumable."""
+        aborted = await workflow.execute_activity(
+            ABORT_RUN,
+            AbortRunInput(session_id=session_id, batch_start=state.message_count,
+                          batch=state.pending_tool_calls),
+            result_type=AbortRunOutput, start_to_close_timeout=STORE_TIMEOUT, retry_policy=STORE_RETRY,
+        )
+        state.tool_calls += len(state.pending_tool_calls)
+        state.pending_tool_calls = []
+        state.message_count = aborted.message_count
+        return self._summary(session_id, state, FinishReason.ABORTED)
 
     async def _finish(self, session_id: str, state: RunState, reason: FinishReason) -> RunSummary:
         await workflow.execute_activity(

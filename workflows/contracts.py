@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from activities.contracts import RunState
+from checkpoint.fingerprint import AgentDrift
 from checkpoint.format import FinishReason, Message, RunConfig, Usage
 
 AGENT_RUN_WORKFLOW = "AgentRun"
@@ -16,6 +17,7 @@ class ResumePoint(BaseModel):
     config: RunConfig
     state: RunState
     queued_input: list[Message] = Field(default_factory=list)
+    drift: AgentDrift | None = None
 
 
 class AgentRunInput(BaseModel):
@@ -37,3 +39,4 @@ class RunSummary(BaseModel):
     message_count: int
     run_start_index: int
     approval_id: str | None = None
+    drift: AgentDrift | None = None
