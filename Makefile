@@ -18,6 +18,7 @@ demo: $(STAMP)
 	$(BIN)/durable-agents demo
 
 test: $(STAMP)
+	bash scripts/ensure-postgres.sh
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)

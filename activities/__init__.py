@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from activities.approvals import ApprovalActivities
 from activities.deps import ActivityDeps
 from activities.model import ModelActivities
 from activities.providers.registry import ProviderRegistry
@@ -21,7 +22,11 @@ def build_activities(
     """The activity callables a worker registers, bound to one store and agent set."""
     deps = ActivityDeps(store=store, agents=agents, providers=providers or ProviderRegistry())
     session = SessionActivities(deps)
+    approvals = ApprovalActivities(deps)
     return [
+        approvals.check_approvals,
+        approvals.pause_for_approval,
+        approvals.record_decision,
         session.begin_run,
         session.append_input,
         session.finish_run,

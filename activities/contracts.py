@@ -7,6 +7,9 @@ from the store by reference (session id + message count).
 
 from __future__ import annotations
 
+from datetime import datetime
+from typing import Any
+
 from pydantic import BaseModel, Field
 
 from checkpoint.fingerprint import AgentDrift
@@ -18,6 +21,9 @@ EXECUTE_TOOL = "durable_agents.execute_tool"
 FINISH_RUN = "durable_agents.finish_run"
 APPEND_INPUT = "durable_agents.append_input"
 ABORT_RUN = "durable_agents.abort_run"
+CHECK_APPROVALS = "durable_agents.check_approvals"
+PAUSE_FOR_APPROVAL = "durable_agents.pause_for_approval"
+RECORD_DECISION = "durable_agents.record_decision"
 
 
 class RunState(BaseModel):
@@ -40,6 +46,8 @@ class BeginRunInput(BaseModel):
     input: list[Message] = Field(default_factory=list)
     model: str | None = None
     """Override of the agent's model for this run (e.g. from the CLI)."""
+    resolve_approval_id: str | None = None
+    """Resume a session paused on this approval (its run had closed before the decision)."""
 
 
 class BeginRunOutput(BaseModel):
@@ -114,3 +122,54 @@ class AbortRunInput(BaseModel):
 
 class AbortRunOutput(BaseModel):
     message_count: int
+
+
+class ApprovalDecision(BaseModel):
+    """A human's decision on a paused tool call."""
+
+    approval_id: str
+    approved: bool
+    note: str | None = None
+    arguments: dict[str, Any] | None = None
+    """Run the approved call with these arguments instead of the model's."""
+
+
+class PendingApproval(BaseModel):
+    approval_id: str
+    session_id: str
+    agent: str
+    tool_name: str
+    tool_call_id: str
+    arguments: dict[str, Any]
+    requested_at: datetime
+    remaining_tool_calls: list[ToolCall] = Field(default_factory=list)
+    timeout_at: datetime | None = None
+
+
+class CheckApprovalsInput(BaseModel):
+    session_id: str
+    agent: str
+    step: int
+    calls: list[ToolCall]
+
+
+class CheckApprovalsOutput(BaseModel):
+    needs_approval: list[bool]
+
+
+class PauseForApprovalInput(BaseModel):
+    session_id: str
+    approval_id: str
+    remaining_tool_calls: list[ToolCall]
+
+
+class RecordDecisionInput(BaseModel):
+    session_id: str
+    decision: ApprovalDecision
+    call: ToolCall
+    batch_start: int
+    batch: list[str]
+
+
+class RecordDecisionOutput(BaseModel):
+    recorded_through: int

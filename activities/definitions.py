@@ -58,6 +58,11 @@ class Tool:
     safe_to_retry: bool = False
     timeout_seconds: float = 300.0
     heartbeat_seconds: float = 10.0
+    approval_timeout_seconds: float | None = None
+
+    def requires_approval(self, args: Any, ctx: ToolContext) -> bool:
+        gate = self.needs_approval
+        return bool(gate(args, ctx)) if callable(gate) else bool(gate)
 
     def spec(self) -> ToolSpec:
         return ToolSpec(
@@ -65,6 +70,8 @@ class Tool:
             description=self.description,
             input_schema=self.input_model.model_json_schema(),
             needs_approval=bool(self.needs_approval),
+            approval_conditional=callable(self.needs_approval),
+            approval_timeout_seconds=self.approval_timeout_seconds,
             safe_to_retry=self.safe_to_retry,
             timeout_seconds=self.timeout_seconds,
             heartbeat_seconds=self.heartbeat_seconds,
@@ -80,6 +87,7 @@ def tool(
     safe_to_retry: bool = False,
     timeout: float = 300.0,
     heartbeat_timeout: float = 10.0,
+    approval_timeout: float | None = None,
 ) -> Any:
     """Turn ``async def f(args: Model, ctx: ToolContext) -> Model | JSON`` into a tool.
 
@@ -105,6 +113,7 @@ def tool(
             safe_to_retry=safe_to_retry,
             timeout_seconds=timeout,
             heartbeat_seconds=heartbeat_timeout,
+            approval_timeout_seconds=approval_timeout,
         )
 
     return wrap(fn) if fn is not None else wrap

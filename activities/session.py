@@ -53,7 +53,8 @@ class SessionActivities:
         header = store.load_header(inp.session_id)
         if header is None:
             return self._start_session(inp, config, fp)
-        if header.status == CheckpointStatus.AWAITING_APPROVAL:
+        resolving = inp.resolve_approval_id is not None and inp.resolve_approval_id == header.approval_id
+        if header.status == CheckpointStatus.AWAITING_APPROVAL and not resolving:
             raise _fail(f"session {inp.session_id!r} is waiting for approval {header.approval_id}; "
                         "approve or reject it before sending new input",
                         "SessionAwaitingApprovalError", header.approval_id)
@@ -110,6 +111,7 @@ class SessionActivities:
         updated = header.model_copy(update={
             "message_count": header.message_count + len(appended), "run_config": config,
             "fingerprint": fp, "pending_input": None, "finish_reason": None, "updated_at": None,
+            "status": CheckpointStatus.IN_PROGRESS, "approval_id": None, "remaining_tool_calls": None,
         })
         self.deps.store.append(updated, header.message_count, appended)
         state.message_count += len(appended)
@@ -186,6 +188,7 @@ class SessionActivities:
             assert header is not None
             store.append(header.model_copy(update={"finish_reason": FinishReason.ABORTED,
                                                    "status": CheckpointStatus.IN_PROGRESS,
+                                                   "approval_id": None, "remaining_tool_calls": None,
                                                    "updated_at": None}),
                          header.message_count, [])
             return header.message_count

@@ -18,6 +18,7 @@ from activities.contracts import EXECUTE_TOOL, ExecuteToolInput, ExecuteToolOutp
 from activities.definitions import Tool, ToolContext
 from activities.deps import ActivityDeps, heartbeating
 from checkpoint.format import Message, ToolCall
+from checkpoint.transcript import result_content
 
 INVALID_JSON_KEY = "__invalid_json__"
 CANCELLED = '{"error": "cancelled"}'
@@ -36,12 +37,7 @@ def durability_error(call: ToolCall) -> dict[str, Any]:
     }
 
 
-def _dump(value: Any) -> str:
-    if isinstance(value, BaseModel):
-        return value.model_dump_json(by_alias=True)
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, default=str)
+_dump = result_content
 
 
 class ToolActivities:

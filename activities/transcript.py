@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from checkpoint.format import Message, Role, ToolCall
+from checkpoint.format import Message, Role
+from checkpoint.transcript import pending_tool_calls
+
+__all__ = ["new_input_after", "pending_tool_calls", "strip_system"]
 
 
 def strip_system(messages: list[Message]) -> list[Message]:
@@ -18,16 +21,3 @@ def new_input_after(stored: list[Message], incoming: list[Message]) -> list[Mess
     if len(keys) > 1 and keys[: len(history)] == history:
         return incoming[len(history):]
     return incoming
-
-
-def pending_tool_calls(messages: list[Message]) -> tuple[list[ToolCall], int]:
-    """Calls of the last assistant turn without a result, and that turn's position."""
-    for index in range(len(messages) - 1, -1, -1):
-        message = messages[index]
-        if message.role == Role.ASSISTANT:
-            calls = message.tool_calls or []
-            answered = {m.tool_call_id for m in messages[index + 1:] if m.role == Role.TOOL}
-            return [c for c in calls if c.id not in answered], index
-        if message.role == Role.USER:
-            break
-    return [], -1

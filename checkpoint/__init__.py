@@ -9,6 +9,7 @@ from checkpoint.errors import (
     ConfigurationError,
     DurableAgentsError,
     StoreCorruptError,
+    StoreUnavailableError,
 )
 from checkpoint.format import (
     FORMAT_VERSION,
@@ -29,7 +30,9 @@ from checkpoint.format import (
 from checkpoint.stores import (
     DEFAULT_STORE_URL,
     CheckpointStore,
+    FileStore,
     MemoryStore,
+    PostgresStore,
     SqliteStore,
     get_checkpoint_history,
     open_store,
@@ -60,4 +63,7 @@ __all__ = [
     "Usage",
     "get_checkpoint_history",
     "open_store",
+    "FileStore",
+    "PostgresStore",
+    "StoreUnavailableError",
 ]

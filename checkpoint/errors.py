@@ -6,6 +6,7 @@ Hierarchy::
     ├── ConfigurationError          CONFIGURATION_ERROR
     ├── CheckpointNotFoundError     CHECKPOINT_NOT_FOUND
     ├── StoreCorruptError           STORE_CORRUPT
+    ├── StoreUnavailableError       STORE_UNAVAILABLE
     └── (durable_agents.errors adds the run-level errors)
 """
 
@@ -45,3 +46,9 @@ class StoreCorruptError(DurableAgentsError):
     """A store file or row that cannot be read."""
 
     code = "STORE_CORRUPT"
+
+
+class StoreUnavailableError(DurableAgentsError):
+    """A store server that cannot be reached (the message names it, never its password)."""
+
+    code = "STORE_UNAVAILABLE"

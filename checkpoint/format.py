@@ -130,6 +130,9 @@ class ToolSpec(FormatModel):
     description: str = ""
     input_schema: dict[str, Any] = Field(default_factory=dict)
     needs_approval: bool = False
+    approval_conditional: bool = False
+    """``needs_approval`` is a function of the arguments, decided by the worker."""
+    approval_timeout_seconds: float | None = None
     safe_to_retry: bool = False
     timeout_seconds: float = 300.0
     heartbeat_seconds: float | None = None

@@ -6,10 +6,13 @@ Define agents and tools, build a worker, start runs with ``AgentClient``.
 from activities.definitions import Agent, Tool, ToolContext, tool
 from activities.providers.scripted import ScriptedToolCall, ScriptedTurn, register_script
 from checkpoint.format import CheckpointStatus, FinishReason, Message, ToolCall, Usage
-from durable_agents.client import AgentClient, RunResult
+from activities.contracts import ApprovalDecision, PendingApproval
+from durable_agents.client import AgentClient
+from durable_agents.outcomes import RunResult
 from durable_agents.connection import DEFAULT_TASK_QUEUE, connect
 from durable_agents.errors import (
     AgentDriftError,
+    ApprovalNotPendingError,
     CheckpointNotFoundError,
     ConfigurationError,
     DurableAgentsError,
@@ -28,6 +31,8 @@ __all__ = [
     "Agent",
     "AgentClient",
     "AgentDriftError",
+    "ApprovalDecision",
+    "ApprovalNotPendingError",
     "CheckpointNotFoundError",
     "CheckpointStatus",
     "ConfigurationError",
@@ -35,6 +40,7 @@ __all__ = [
     "FinishReason",
     "Message",
     "ModelProviderError",
+    "PendingApproval",
     "ResumeToolMissingError",
     "RunFailedError",
     "RunResult",

@@ -87,8 +87,8 @@ async def _run_worker(args: argparse.Namespace, address: str | None) -> int:
     from durable_agents.worker import build_worker
 
     agents = [a for spec in args.agent for a in load_agents(spec)]
-    client = await connect(address, args.namespace)
     store = open_store(args.store)
+    client = await connect(address, args.namespace)
     worker = build_worker(client, agents=agents, store=store, task_queue=args.task_queue)
     names = ", ".join(a.name for a in agents)
     print(f"worker for {names} on task queue {args.task_queue!r}, store {args.store}", flush=True)

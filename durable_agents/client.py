@@ -1,64 +1,42 @@
-"""AgentClient: start runs, wait for them, read their results from the store."""
+"""AgentClient: start runs, wait for their outcome, decide approvals.
+
+A run's outcome is its end or its next pause for approval: `send()` and
+`approve()` return either. Messages are read from the store, never from
+Temporal payloads.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pydantic import Field
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
-from temporalio.service import RPCError, RPCStatusCode
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+)
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
-from temporalio.exceptions import ApplicationError, FailureError, WorkflowAlreadyStartedError
+from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
 
-from checkpoint.fingerprint import AgentDrift
-from checkpoint.format import CheckpointStatus, FormatModel, FinishReason, Message, Role, ToolCall, Usage
+from activities.contracts import ApprovalDecision, PendingApproval
+from checkpoint.format import CheckpointStatus, Message
 from checkpoint.stores import open_store
 from checkpoint.stores.base import CheckpointStore
 from durable_agents.connection import DEFAULT_TASK_QUEUE, connect
 from durable_agents.errors import (
-    AgentDriftError,
+    ApprovalNotPendingError,
     CheckpointNotFoundError,
     ConfigurationError,
-    ModelProviderError,
-    ResumeToolMissingError,
-    RunFailedError,
     SessionAwaitingApprovalError,
     SessionBusyError,
 )
-from workflows.contracts import AGENT_RUN_WORKFLOW, AgentRunInput, RunSummary
+from durable_agents.outcomes import RunResult, as_messages, outcome_error, pending_from_store
+from durable_agents.search import search_attributes_registered
+from workflows.contracts import AGENT_RUN_WORKFLOW, AgentRunInput, Outcome, RunSummary
 
-PROVIDER_FAILURES = {"ModelProviderRequestError", "ModelProviderMalformedReply",
-                     "ModelProviderRetryableError"}
-
-TYPED_FAILURES = {"AgentDriftError": AgentDriftError, "ResumeToolMissingError": ResumeToolMissingError,
-                  "ConfigurationError": ConfigurationError}
-
-
-class RunResult(FormatModel):
-    session_id: str
-    finish_reason: FinishReason
-    messages: list[Message]
-    """The whole conversation, from the store."""
-    steps: int
-    usage: Usage
-    tool_calls: list[ToolCall] = Field(default_factory=list)
-    """The tool calls of this run, in order."""
-    approval_id: str | None = None
-    drift: AgentDrift | None = None
-    """Set when the run resumed with an agent that changed since the checkpoint (on_agent_drift='warn')."""
-
-    @property
-    def text(self) -> str:
-        """The last assistant text of the run."""
-        for message in reversed(self.messages):
-            if message.role == Role.ASSISTANT and message.content:
-                return message.content
-        return ""
-
-
-def as_messages(input: str | Message | Sequence[str | Message]) -> list[Message]:
-    items = [input] if isinstance(input, (str, Message)) else list(input)
-    return [Message.user(i) if isinstance(i, str) else i for i in items]
+__all__ = ["AgentClient", "RunResult"]
 
 
 class AgentClient:
@@ -66,6 +44,7 @@ class AgentClient:
         self.temporal = client
         self.store = store
         self.task_queue = task_queue
+        self._search_attributes: bool | None = None
 
     @classmethod
     async def connect(
@@ -77,10 +56,11 @@ class AgentClient:
         task_queue: str = DEFAULT_TASK_QUEUE,
     ) -> AgentClient:
         """Connect to Temporal (``temporalio.envconfig`` conventions) and open the store."""
-        client = await connect(address, namespace)
         opened = store if isinstance(store, CheckpointStore) else open_store(store)
+        client = await connect(address, namespace)
         return cls(client, opened, task_queue)
 
+    # -- runs ----------------------------------------------------------------------
     async def start(
         self,
         agent: str,
@@ -89,7 +69,8 @@ class AgentClient:
         session_id: str,
         model: str | None = None,
         interrupt: bool = False,
-    ):
+        approval: ApprovalDecision | None = None,
+    ) -> WorkflowHandle:
         """Start a run and return its workflow handle without waiting.
 
         A session with a live run raises ``SessionBusyError``; with
@@ -97,19 +78,20 @@ class AgentClient:
         calls get ``cancelled`` results) and the new input continues the session.
         """
         header = self.store.load_header(session_id)
-        if header is not None and header.status == CheckpointStatus.AWAITING_APPROVAL:
+        if header is not None and header.status == CheckpointStatus.AWAITING_APPROVAL and approval is None:
             raise SessionAwaitingApprovalError(session_id, header.approval_id)
         messages = as_messages(input)
         first = next((m.content for m in messages if m.content), "") or "(resume)"
         if interrupt:
             await self.cancel(session_id)
+        if self._search_attributes is None:
+            self._search_attributes = await search_attributes_registered(self.temporal)
         try:
             return await self.temporal.start_workflow(
                 AGENT_RUN_WORKFLOW,
-                AgentRunInput(session_id=session_id, agent=agent, input=messages, model=model),
-                id=session_id,
-                task_queue=self.task_queue,
-                result_type=RunSummary,
+                AgentRunInput(session_id=session_id, agent=agent, input=messages, model=model,
+                              approval=approval, search_attributes=self._search_attributes),
+                id=session_id, task_queue=self.task_queue, result_type=RunSummary,
                 id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
                 id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
                 static_summary=f"{agent}: {first.splitlines()[0][:120]}",
@@ -126,13 +108,13 @@ class AgentClient:
         model: str | None = None,
         interrupt: bool = False,
     ) -> RunResult:
-        """Run ``agent`` on ``input`` in session ``session_id`` and wait for the outcome.
+        """Run ``agent`` on ``input`` in session ``session_id``; return its end or its
+        pause for approval (``finish_reason == "awaiting-approval"``).
 
         ``input`` may be ``[]`` to resume an unfinished run without new input.
         """
-        handle = await self.start(agent, input, session_id=session_id, model=model,
-                                  interrupt=interrupt)
-        return await self.result(session_id, handle)
+        await self.start(agent, input, session_id=session_id, model=model, interrupt=interrupt)
+        return await self.outcome(session_id)
 
     async def resume(self, session_id: str, *, agent: str | None = None) -> RunResult:
         """Continue an unfinished session (e.g. a fork or a crashed run) without new input."""
@@ -145,51 +127,108 @@ class AgentClient:
             raise ConfigurationError(f"session {session_id!r} records no agent; pass agent=")
         return await self.send(name, [], session_id=session_id)
 
+    async def outcome(self, session_id: str) -> RunResult:
+        """Wait for the session's live run to pause for approval or end."""
+        return await self._await(session_id, "wait_outcome", None)
+
+    async def result(self, session_id: str, handle: WorkflowHandle | None = None) -> RunResult:
+        """Wait for the session's run to end (through any approvals)."""
+        handle = handle or self.temporal.get_workflow_handle(session_id, result_type=RunSummary)
+        try:
+            return self.run_result(await handle.result())
+        except WorkflowFailureError as e:
+            raise outcome_error(session_id, e) from e
+
     async def cancel(self, session_id: str) -> RunResult | None:
         """Abort the session's live run, if any; returns its (aborted) result."""
         handle = self.temporal.get_workflow_handle(session_id, result_type=RunSummary)
-        try:
-            description = await handle.describe()
-        except RPCError as e:
-            if e.status == RPCStatusCode.NOT_FOUND:
-                return None
-            raise
-        if description.status != WorkflowExecutionStatus.RUNNING:
+        if not await self._is_running(handle):
             return None
         await handle.cancel()
         return await self.result(session_id, handle)
 
-    async def result(self, session_id: str, handle=None) -> RunResult:
-        handle = handle or self.temporal.get_workflow_handle(session_id, result_type=RunSummary)
+    # -- approvals -----------------------------------------------------------------
+    async def approve(
+        self,
+        session_id: str,
+        approval_id: str | None = None,
+        *,
+        approved: bool = True,
+        note: str | None = None,
+        arguments: dict | None = None,
+    ) -> RunResult:
+        """Decide the session's pending approval; return the run's next pause or its end.
+
+        The decision goes to the live run as a validated update; if the run's
+        workflow is no longer open (it was terminated, say), a new run resumes
+        the session from its checkpoint with this decision.
+        """
+        handle = self.temporal.get_workflow_handle(session_id, result_type=RunSummary)
+        live = await self._is_running(handle)
+        pending = await self._pending(session_id, handle, live)
+        if pending is None or (approval_id and approval_id != pending.approval_id):
+            raise ApprovalNotPendingError(session_id, approval_id, pending.approval_id if pending else None)
+        decision = ApprovalDecision(approval_id=pending.approval_id, approved=approved, note=note,
+                                    arguments=arguments)
+        if live:
+            return await self._await(session_id, "decide", decision)
+        await self.start(pending.agent, [], session_id=session_id, approval=decision)
+        return await self.outcome(session_id)
+
+    async def reject(self, session_id: str, approval_id: str | None = None, *, note: str | None = None) -> RunResult:
+        return await self.approve(session_id, approval_id, approved=False, note=note)
+
+    async def pending_approval(self, session_id: str) -> PendingApproval | None:
+        handle = self.temporal.get_workflow_handle(session_id)
+        return await self._pending(session_id, handle, await self._is_running(handle))
+
+    def pending_approvals(self) -> list[PendingApproval]:
+        """Every session waiting for a decision, from the store."""
+        found = []
+        for summary in self.store.list_sessions(status=CheckpointStatus.AWAITING_APPROVAL):
+            pending = pending_from_store(self.store, summary.session_id)
+            if pending is not None:
+                found.append(pending)
+        return found
+
+    # -- plumbing ------------------------------------------------------------------
+    async def _pending(self, session_id: str, handle: WorkflowHandle, live: bool) -> PendingApproval | None:
+        if live:
+            pending = await handle.query("pending_approval", result_type=PendingApproval | None)
+            if pending is not None:
+                return pending
+        return pending_from_store(self.store, session_id)
+
+    async def _await(self, session_id: str, update: str, arg: ApprovalDecision | None) -> RunResult:
+        """Ask the live run for its next outcome, following continue-as-new."""
+        while True:
+            handle = self.temporal.get_workflow_handle(session_id, result_type=RunSummary)
+            try:
+                args = [arg] if arg is not None else []
+                outcome = await handle.execute_update(update, args=args, result_type=Outcome)
+            except RPCError as e:
+                if e.status not in (RPCStatusCode.NOT_FOUND, RPCStatusCode.FAILED_PRECONDITION):
+                    raise
+                return await self.result(session_id)  # the run closed meanwhile
+            except WorkflowUpdateFailedError as e:
+                error = outcome_error(session_id, e)
+                if isinstance(error, ApprovalNotPendingError):
+                    raise error from e
+                return await self.result(session_id)  # the run ended before answering
+            if outcome.summary is not None:
+                return self.run_result(outcome.summary)
+            if outcome.handoff == "failed":
+                return await self.result(session_id)  # raises the run's typed error
+            update, arg = "wait_outcome", None
+
+    async def _is_running(self, handle: WorkflowHandle) -> bool:
         try:
-            summary: RunSummary = await handle.result()
-        except WorkflowFailureError as e:
-            raise _run_error(session_id, e) from e
-        return self.run_result(summary)
+            description = await handle.describe()
+        except RPCError as e:
+            if e.status == RPCStatusCode.NOT_FOUND:
+                return False
+            raise
+        return description.status == WorkflowExecutionStatus.RUNNING
 
     def run_result(self, summary: RunSummary) -> RunResult:
-        messages = self.store.load_messages(summary.session_id, 0, summary.message_count)
-        run_messages = messages[summary.run_start_index:]
-        calls = [c for m in run_messages if m.role == Role.ASSISTANT for c in (m.tool_calls or [])]
-        return RunResult(
-            session_id=summary.session_id, finish_reason=summary.finish_reason, messages=messages,
-            steps=summary.steps, usage=summary.usage, tool_calls=calls,
-            approval_id=summary.approval_id, drift=summary.drift,
-        )
-
-
-def _run_error(session_id: str, error: WorkflowFailureError) -> Exception:
-    cause: BaseException | None = error.cause
-    while isinstance(cause, FailureError) and cause.cause is not None and not isinstance(cause, ApplicationError):
-        cause = cause.cause
-    if isinstance(cause, ApplicationError):
-        if cause.type == "SessionAwaitingApprovalError":
-            approval = cause.details[0] if cause.details else None
-            return SessionAwaitingApprovalError(session_id, approval)  # type: ignore[arg-type]
-        if cause.type in TYPED_FAILURES:
-            return TYPED_FAILURES[cause.type](cause.message)
-        kind = ModelProviderError if cause.type in PROVIDER_FAILURES else RunFailedError
-        return kind(f"run of session {session_id!r} failed: {cause.message}",
-                    session_id=session_id, cause_type=cause.type)
-    return RunFailedError(f"run of session {session_id!r} failed: {error.cause or error}",
-                          session_id=session_id)
+        return RunResult.from_summary(summary, self.store)

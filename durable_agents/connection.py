@@ -44,7 +44,8 @@ async def connect(
     try:
         return await Client.connect(**config, data_converter=data_converter(codec))
     except RuntimeError as e:
+        reason = "connection refused" if "refused" in str(e).lower() else str(e)
         raise ConfigurationError(
-            f"cannot reach Temporal at {config['target_host']} ({e}); start one with "
-            "`durable-agents server` or set TEMPORAL_ADDRESS"
+            f"cannot reach Temporal at {config['target_host']} ({reason}); start one with "
+            "`durable-agents server`, or point TEMPORAL_ADDRESS at yours"
         ) from e

@@ -8,6 +8,7 @@ Hierarchy::
     ├── StoreCorruptError                   STORE_CORRUPT
     ├── SessionAwaitingApprovalError        SESSION_AWAITING_APPROVAL
     ├── SessionBusyError                    SESSION_BUSY
+    ├── ApprovalNotPendingError             APPROVAL_NOT_PENDING
     ├── AgentDriftError                     AGENT_DRIFT
     ├── ResumeToolMissingError              RESUME_TOOL_MISSING
     ├── ToolDurabilityError                 TOOL_DURABILITY_ERROR
@@ -48,6 +49,22 @@ class SessionBusyError(DurableAgentsError):
         self.session_id = session_id
 
 
+class ApprovalNotPendingError(DurableAgentsError):
+    """A decision for an approval that is unknown, already decided, or timed out."""
+
+    code = "APPROVAL_NOT_PENDING"
+
+    def __init__(self, session_id: str, approval_id: str | None, pending: str | None, *,
+                 detail: str | None = None) -> None:
+        what = f"approval {approval_id}" if approval_id else "an approval"
+        waiting = f"; pending: {pending}" if pending else "; nothing is pending"
+        super().__init__(detail and f"session {session_id!r}: {detail}"
+                         or f"session {session_id!r} has no {what} to decide{waiting}")
+        self.session_id = session_id
+        self.approval_id = approval_id
+        self.pending_approval_id = pending
+
+
 class AgentDriftError(DurableAgentsError):
     code = "AGENT_DRIFT"
 
@@ -82,6 +99,7 @@ class ModelProviderError(RunFailedError):
 
 __all__ = [
     "AgentDriftError",
+    "ApprovalNotPendingError",
     "CheckpointNotFoundError",
     "ConfigurationError",
     "DurableAgentsError",

@@ -2,6 +2,9 @@
 
 Deterministic code only: every read and write of the transcript happens in
 activities, which take the session id and positions, never the transcript.
+Handlers: ``approve`` (signal) and ``decide`` (update, validated) carry human
+decisions; ``wait_outcome`` (update) returns the run's next pause or its end;
+``run_state`` and ``pending_approval`` are queries.
 """
 
 from __future__ import annotations
@@ -10,63 +13,80 @@ import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.workflow import ActivityCancellationType
-from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_exception
+from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
-    from activities.contracts import (
-        ABORT_RUN,
-        APPEND_INPUT,
-        BEGIN_RUN,
-        EXECUTE_TOOL,
-        FINISH_RUN,
-        MODEL_TURN,
-        AbortRunInput,
-        AbortRunOutput,
-        AppendInputInput,
-        AppendInputOutput,
-        BeginRunInput,
-        BeginRunOutput,
-        ExecuteToolInput,
-        ExecuteToolOutput,
-        FinishRunInput,
-        ModelTurnInput,
-        ModelTurnOutput,
-        RunState,
-    )
+    import activities.contracts as c
     from checkpoint.format import FinishReason, RunConfig, ToolCall
-    from workflows.contracts import AGENT_RUN_WORKFLOW, AgentRunInput, ResumePoint, RunSummary
+    from workflows import options, search
+    from workflows.approvals import ApprovalGate
+    from workflows.contracts import AGENT_RUN_WORKFLOW, AgentRunInput, Outcome, ResumePoint, RunSummary
 
-STORE_TIMEOUT = timedelta(seconds=30)
-STORE_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=10))
-MODEL_TIMEOUT = timedelta(minutes=5)
-MODEL_HEARTBEAT = timedelta(seconds=20)
-MODEL_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1),
-    maximum_interval=timedelta(seconds=60),
-    maximum_attempts=8,
-    non_retryable_error_types=[
-        "ModelProviderRequestError", "ModelProviderMalformedReply", "ConfigurationError",
-    ],
-)
-TOOL_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=500), maximum_interval=timedelta(seconds=30))
+WAIT_CANCEL = ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
 
 
 @workflow.defn(name=AGENT_RUN_WORKFLOW)
 class AgentRunWorkflow:
     def __init__(self) -> None:
-        self._state: RunState | None = None
-        self._status = "starting"
+        self._state: c.RunState | None = None
+        self._outcome: RunSummary | None = None
+        self._handoff: str | None = None  # "continued" | "failed": waiting handlers answer without a summary
+        self._gate = ApprovalGate()
+        self._inp: AgentRunInput | None = None
 
+    # -- handlers ---------------------------------------------------------------
     @workflow.query(name="run_state")
-    def run_state(self) -> RunState | None:
+    def run_state(self) -> c.RunState | None:
         return self._state
 
+    @workflow.query(name="pending_approval")
+    def pending_approval(self) -> c.PendingApproval | None:
+        return self._gate.pending
+
+    @workflow.signal(name="approve")
+    def approve(self, decision: c.ApprovalDecision) -> None:
+        self._gate.offer(decision)
+
+    @workflow.update(name="decide")
+    async def decide(self, decision: c.ApprovalDecision) -> Outcome:
+        self._gate.offer(decision)
+        await workflow.wait_condition(
+            lambda: self._handoff is not None
+            or (self._outcome is not None and self._outcome.approval_id != decision.approval_id))
+        return self._answer()
+
+    @decide.validator
+    def _validate_decision(self, decision: c.ApprovalDecision) -> None:
+        self._gate.validate(decision)
+
+    @workflow.update(name="wait_outcome")
+    async def wait_outcome(self) -> Outcome:
+        await workflow.wait_condition(lambda: self._handoff is not None or self._outcome is not None)
+        return self._answer()
+
+    def _answer(self) -> Outcome:
+        if self._handoff is not None:
+            return Outcome(handoff=self._handoff)
+        return Outcome(summary=self._outcome)
+
+    # -- the run ----------------------------------------------------------------
     @workflow.run
     async def run(self, inp: AgentRunInput) -> RunSummary:
+        self._inp = inp
+        try:
+            return await self._run(inp)
+        except Exception:
+            # Let waiting clients know before the failure closes the run.
+            self._handoff = "failed"
+            await workflow.wait_condition(workflow.all_handlers_finished)
+            raise
+
+    async def _run(self, inp: AgentRunInput) -> RunSummary:
         point = inp.resume or await self._begin(inp)
         self._state = point.state
+        if inp.approval is not None and point.state.pending_tool_calls:
+            self._gate.preset(point.state.pending_tool_calls[0].id, inp.approval)
         try:
             summary = await self._loop(inp, point)
         except (asyncio.CancelledError, ActivityError) as e:
@@ -74,6 +94,9 @@ class AgentRunWorkflow:
                 raise
             summary = await self._abort(inp.session_id, point.state)
         summary.drift = point.drift
+        self._outcome = summary
+        self._publish(point.config, point.state, str(summary.finish_reason), None)
+        await workflow.wait_condition(workflow.all_handlers_finished)
         return summary
 
     async def _loop(self, inp: AgentRunInput, point: ResumePoint) -> RunSummary:
@@ -82,120 +105,171 @@ class AgentRunWorkflow:
             if state.pending_tool_calls:
                 await self._run_tools(inp.session_id, config, state)
             if queued:
-                state.message_count = (await workflow.execute_activity(
-                    APPEND_INPUT,
-                    AppendInputInput(session_id=inp.session_id, position=state.message_count,
-                                     messages=queued),
-                    result_type=AppendInputOutput, start_to_close_timeout=STORE_TIMEOUT,
-                    retry_policy=STORE_RETRY,
-                )).message_count
+                state.message_count = (await self._store_activity(
+                    c.APPEND_INPUT, c.AppendInputInput(session_id=inp.session_id,
+                                                       position=state.message_count, messages=queued),
+                    c.AppendInputOutput)).message_count
                 queued = []
             if state.step_index - state.run_start_step >= config.max_steps:
                 return await self._finish(inp.session_id, state, FinishReason.MAX_STEPS)
             if workflow.info().is_continue_as_new_suggested():
-                workflow.continue_as_new(
-                    inp.model_copy(update={"resume": ResumePoint(config=config, state=state,
-                                                                 drift=point.drift)}))
+                await self._continue_as_new(inp, ResumePoint(config=config, state=state, drift=point.drift))
             turn = await self._model_turn(inp.session_id, config, state)
             if not turn.tool_calls:
                 return self._summary(inp.session_id, state, FinishReason.STOP)
             state.pending_tool_calls = turn.tool_calls
 
+    async def _continue_as_new(self, inp: AgentRunInput, point: ResumePoint) -> None:
+        self._handoff = "continued"
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        workflow.continue_as_new(inp.model_copy(update={"resume": point, "approval": None}))
+
     async def _begin(self, inp: AgentRunInput) -> ResumePoint:
-        begun = await workflow.execute_activity(
-            BEGIN_RUN,
-            BeginRunInput(session_id=inp.session_id, agent=inp.agent, input=inp.input, model=inp.model),
-            result_type=BeginRunOutput, start_to_close_timeout=STORE_TIMEOUT,
-            retry_policy=STORE_RETRY, summary=f"begin run of {inp.agent}",
-        )
+        begun = await self._store_activity(
+            c.BEGIN_RUN,
+            c.BeginRunInput(session_id=inp.session_id, agent=inp.agent, input=inp.input, model=inp.model,
+                            resolve_approval_id=inp.approval.approval_id if inp.approval else None),
+            c.BeginRunOutput, summary=f"begin run of {inp.agent}")
         if begun.drift is not None:
             workflow.logger.warning("agent %s drifted: %s", inp.agent, begun.drift.describe())
+        self._publish(begun.config, begun.state, "in-progress", None)
         return ResumePoint(config=begun.config, state=begun.state, queued_input=begun.queued_input,
                            drift=begun.drift)
 
-    async def _model_turn(self, session_id: str, config: RunConfig, state: RunState) -> ModelTurnOutput:
+    async def _model_turn(self, session_id: str, config: RunConfig, state: c.RunState) -> c.ModelTurnOutput:
         step = state.step_index + 1
-        self._set_status(state, f"model turn {step}")
+        self._set_details(state, f"model turn {step}")
         turn = await workflow.execute_activity(
-            MODEL_TURN,
-            ModelTurnInput(session_id=session_id, position=state.message_count, step=step),
-            result_type=ModelTurnOutput, start_to_close_timeout=MODEL_TIMEOUT,
-            heartbeat_timeout=MODEL_HEARTBEAT, retry_policy=MODEL_RETRY,
-            cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-            summary=f"model turn {step} ({config.model})",
+            c.MODEL_TURN, c.ModelTurnInput(session_id=session_id, position=state.message_count, step=step),
+            result_type=c.ModelTurnOutput, start_to_close_timeout=options.MODEL_TIMEOUT,
+            heartbeat_timeout=options.MODEL_HEARTBEAT, retry_policy=options.MODEL_RETRY,
+            cancellation_type=WAIT_CANCEL, summary=f"model turn {step} ({config.model})",
         )
         state.step_index = step
         state.message_count += 1
         state.usage = turn.usage
         return turn
 
-    async def _run_tools(self, session_id: str, config: RunConfig, state: RunState) -> None:
+    # -- tools and approvals ------------------------------------------------------
+    async def _run_tools(self, session_id: str, config: RunConfig, state: c.RunState) -> None:
+        """Run the turn's calls in order; a call that needs approval pauses the batch there."""
         calls = state.pending_tool_calls
-        # Resumed batches may already have some results: the first pending
-        # call's result goes right after the recorded ones.
+        batch = [call.id for call in calls]
         batch_start = state.message_count
         limit = asyncio.Semaphore(config.tool_concurrency)
-        specs = {t.name: t for t in config.tools}
 
-        async def run_one(call: ToolCall) -> ExecuteToolOutput:
-            spec = specs.get(call.name)
+        async def run_one(call: ToolCall) -> int:
             async with limit:
-                self._set_status(state, f"tool {call.name}")
-                return await workflow.execute_activity(
-                    EXECUTE_TOOL,
-                    ExecuteToolInput(
-                        session_id=session_id, agent=config.agent, step=state.step_index,
-                        call=call, batch_start=batch_start, batch=[c.id for c in calls],
-                        safe_to_retry=bool(spec and spec.safe_to_retry),
-                    ),
-                    result_type=ExecuteToolOutput,
-                    start_to_close_timeout=timedelta(seconds=spec.timeout_seconds if spec else 60),
-                    heartbeat_timeout=timedelta(seconds=(spec.heartbeat_seconds or 10) if spec else 10),
-                    retry_policy=TOOL_RETRY, summary=f"tool {call.name} {call.id}",
-                    cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-                )
+                return await self._execute_tool(session_id, config, state, call, batch_start, batch)
 
-        outcomes = await asyncio.gather(*(run_one(c) for c in calls))
-        state.message_count = max(o.recorded_through for o in outcomes)
-        expected = batch_start + len(calls)
-        if state.message_count != expected:
-            raise ApplicationError(
-                f"tool results recorded through {state.message_count}, expected {expected}",
-                non_retryable=True,
-            )
+        needs = await self._needs_approval(session_id, config, state, calls)
+        recorded = batch_start
+        start = 0
+        while start < len(calls):
+            gated = next((i for i in range(start, len(calls)) if needs[i]), len(calls))
+            done = await asyncio.gather(*(run_one(call) for call in calls[start:gated]))
+            recorded = max([recorded, *done])
+            if gated == len(calls):
+                break
+            recorded = max(recorded, await self._approval(session_id, config, state, calls, gated, batch_start))
+            start = gated + 1
+        if recorded != batch_start + len(calls):
+            raise ApplicationError(f"tool results recorded through {recorded}, expected "
+                                   f"{batch_start + len(calls)}", non_retryable=True)
+        state.message_count = recorded
         state.tool_calls += len(calls)
         state.pending_tool_calls = []
 
-    async def _abort(self, session_id: str, state: RunState) -> RunSummary:
-        """Cancelled: unfinished calls get ``cancelled`` results; the checkpoint stays resumable."""
-        aborted = await workflow.execute_activity(
-            ABORT_RUN,
-            AbortRunInput(session_id=session_id, batch_start=state.message_count,
-                          batch=state.pending_tool_calls),
-            result_type=AbortRunOutput, start_to_close_timeout=STORE_TIMEOUT, retry_policy=STORE_RETRY,
+    async def _needs_approval(self, session_id: str, config: RunConfig, state: c.RunState,
+                              calls: list[ToolCall]) -> list[bool]:
+        specs = {t.name: t for t in config.tools}
+        needs = [bool(specs.get(x.name) and specs[x.name].needs_approval) for x in calls]
+        if any(specs.get(x.name) and specs[x.name].approval_conditional for x in calls):
+            checked = await self._store_activity(
+                c.CHECK_APPROVALS, c.CheckApprovalsInput(session_id=session_id, agent=config.agent,
+                                                         step=state.step_index, calls=calls),
+                c.CheckApprovalsOutput)
+            needs = checked.needs_approval
+        return needs
+
+    async def _approval(self, session_id: str, config: RunConfig, state: c.RunState,
+                        calls: list[ToolCall], index: int, batch_start: int) -> int:
+        call, spec = calls[index], next((t for t in config.tools if t.name == calls[index].name), None)
+        decision = self._gate.take_preset(call.id)
+        if decision is None:
+            approval_id = str(workflow.uuid4())
+            await self._store_activity(c.PAUSE_FOR_APPROVAL, c.PauseForApprovalInput(
+                session_id=session_id, approval_id=approval_id, remaining_tool_calls=calls[index + 1:]), None)
+            pending = self._gate.open(approval_id, session_id, config.agent, call, calls[index + 1:],
+                                      spec.approval_timeout_seconds if spec else None)
+            self._outcome = self._summary(session_id, state, FinishReason.AWAITING_APPROVAL, approval_id)
+            self._publish(config, state, "awaiting-approval", approval_id)
+            self._set_details(state, f"awaiting approval {approval_id} for {call.name}")
+            decision = await self._gate.wait(pending)
+            self._publish(config, state, "in-progress", None)
+        batch = [x.id for x in calls]
+        recorded = (await self._store_activity(c.RECORD_DECISION, c.RecordDecisionInput(
+            session_id=session_id, decision=decision, call=call, batch_start=batch_start, batch=batch),
+            c.RecordDecisionOutput)).recorded_through
+        if not decision.approved:
+            return recorded
+        approved = call.model_copy(update={"arguments": decision.arguments}) if decision.arguments else call
+        return await self._execute_tool(session_id, config, state, approved, batch_start, batch)
+
+    async def _execute_tool(self, session_id: str, config: RunConfig, state: c.RunState, call: ToolCall,
+                            batch_start: int, batch: list[str]) -> int:
+        spec = next((t for t in config.tools if t.name == call.name), None)
+        self._set_details(state, f"tool {call.name}")
+        out = await workflow.execute_activity(
+            c.EXECUTE_TOOL,
+            c.ExecuteToolInput(session_id=session_id, agent=config.agent, step=state.step_index, call=call,
+                               batch_start=batch_start, batch=batch,
+                               safe_to_retry=bool(spec and spec.safe_to_retry)),
+            result_type=c.ExecuteToolOutput,
+            start_to_close_timeout=timedelta(seconds=spec.timeout_seconds if spec else 60),
+            heartbeat_timeout=timedelta(seconds=(spec.heartbeat_seconds or 10) if spec else 10),
+            retry_policy=options.TOOL_RETRY, summary=f"tool {call.name} {call.id}",
+            cancellation_type=WAIT_CANCEL,
         )
+        return out.recorded_through
+
+    # -- endings --------------------------------------------------------------------
+    async def _abort(self, session_id: str, state: c.RunState) -> RunSummary:
+        """Cancelled: unfinished calls get ``cancelled`` results; the checkpoint stays resumable."""
+        self._gate.close()
+        aborted = await self._store_activity(
+            c.ABORT_RUN, c.AbortRunInput(session_id=session_id, batch_start=state.message_count,
+                                         batch=state.pending_tool_calls), c.AbortRunOutput)
         state.tool_calls += len(state.pending_tool_calls)
         state.pending_tool_calls = []
         state.message_count = aborted.message_count
         return self._summary(session_id, state, FinishReason.ABORTED)
 
-    async def _finish(self, session_id: str, state: RunState, reason: FinishReason) -> RunSummary:
-        await workflow.execute_activity(
-            FINISH_RUN,
-            FinishRunInput(session_id=session_id, finish_reason=reason, message_count=state.message_count),
-            start_to_close_timeout=STORE_TIMEOUT, retry_policy=STORE_RETRY,
-        )
+    async def _finish(self, session_id: str, state: c.RunState, reason: FinishReason) -> RunSummary:
+        await self._store_activity(c.FINISH_RUN, c.FinishRunInput(
+            session_id=session_id, finish_reason=reason, message_count=state.message_count), None)
         return self._summary(session_id, state, reason)
 
-    def _summary(self, session_id: str, state: RunState, reason: FinishReason) -> RunSummary:
-        self._set_status(state, str(reason))
+    def _summary(self, session_id: str, state: c.RunState, reason: FinishReason,
+                 approval_id: str | None = None) -> RunSummary:
+        self._set_details(state, str(reason))
         return RunSummary(
             session_id=session_id, finish_reason=reason,
             steps=state.step_index - state.run_start_step, usage=state.usage - state.run_start_usage,
             tool_calls=state.tool_calls, message_count=state.message_count,
-            run_start_index=state.run_start_index,
+            run_start_index=state.run_start_index, approval_id=approval_id,
         )
 
-    def _set_status(self, state: RunState, status: str) -> None:
-        self._status = status
+    # -- plumbing ---------------------------------------------------------------------
+    async def _store_activity(self, name: str, arg: object, result_type: type | None, summary: str | None = None):
+        return await workflow.execute_activity(
+            name, arg, result_type=result_type, start_to_close_timeout=options.STORE_TIMEOUT,
+            retry_policy=options.STORE_RETRY, summary=summary)
+
+    def _publish(self, config: RunConfig, state: c.RunState, status: str, approval_id: str | None) -> None:
+        assert self._inp is not None
+        search.publish(self._inp.search_attributes, agent=config.agent, status=status,
+                       step=state.step_index, approval_id=approval_id)
+
+    def _set_details(self, state: c.RunState, status: str) -> None:
         workflow.set_current_details(f"step {state.step_index} · {status}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from activities.contracts import RunState
+from activities.contracts import ApprovalDecision, RunState
 from checkpoint.fingerprint import AgentDrift
 from checkpoint.format import FinishReason, Message, RunConfig, Usage
 
@@ -26,6 +26,10 @@ class AgentRunInput(BaseModel):
     input: list[Message] = Field(default_factory=list)
     model: str | None = None
     resume: ResumePoint | None = None
+    approval: ApprovalDecision | None = None
+    """A decision for the session's pending approval, given after its run closed."""
+    search_attributes: bool = False
+    """Set AgentName/AgentStatus/AgentStep/PendingApprovalId (they must be registered)."""
 
 
 class RunSummary(BaseModel):
@@ -40,3 +44,14 @@ class RunSummary(BaseModel):
     run_start_index: int
     approval_id: str | None = None
     drift: AgentDrift | None = None
+
+
+class Outcome(BaseModel):
+    """What `wait_outcome` / `decide` return: the run's next pause or its end.
+
+    ``summary`` is None when the run continued-as-new (ask the new run) or
+    failed (its failure is the workflow's result): ``handoff`` says which.
+    """
+
+    summary: RunSummary | None = None
+    handoff: str | None = None

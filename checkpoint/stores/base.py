@@ -47,7 +47,11 @@ class CheckpointStore(ABC):
         return header.with_messages(self.load_messages(session_id, 0, header.message_count))
 
     def save(self, checkpoint: Checkpoint) -> None:
-        """Save a whole checkpoint (rewrites only what changed)."""
+        """Save a whole checkpoint (rewrites only what changed).
+
+        It is stamped with ``checkpoint.updated_at`` when set (imports keep
+        their time), else now: clear it when saving a loaded checkpoint anew.
+        """
         header = checkpoint.header()
         self.append(header, 0, checkpoint.messages)
 

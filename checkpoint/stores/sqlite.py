@@ -50,8 +50,8 @@ MIGRATIONS: list[str] = [
         transcript_id INTEGER NOT NULL,
         position INTEGER NOT NULL,
         body TEXT NOT NULL,
-        PRIMARY KEY (session_id, transcript_id, position)
-    ) WITHOUT ROWID;
+        UNIQUE (session_id, transcript_id, position)
+    );
     CREATE TABLE tool_calls (
         session_id TEXT NOT NULL,
         tool_call_id TEXT NOT NULL,
@@ -197,15 +197,19 @@ class SqliteStore(CheckpointStore):
             "SELECT transcript_id, message_count FROM sessions WHERE session_id = ?", (session_id,)
         ).fetchone()
         if row is None:
+            if start > 0:
+                raise ValueError(f"session {session_id!r} does not exist; cannot write at {start}")
             transcript_id = self._fresh_transcript_id(session_id)
         else:
             transcript_id, count = row
             if start > count:
                 raise ValueError(f"session {session_id!r} has {count} messages; cannot write at {start}")
+            # Rows past the current count may still be read by older history
+            # entries (after a shorter save), so compare every row we would replace.
             overlap = self._db.execute(
                 "SELECT position, body FROM messages WHERE session_id = ? AND transcript_id = ?"
                 " AND position >= ? AND position < ? ORDER BY position",
-                (session_id, transcript_id, start, min(count, start + len(bodies))),
+                (session_id, transcript_id, start, start + len(bodies)),
             ).fetchall()
             if any(body != bodies[pos - start] for pos, body in overlap):
                 # An earlier message changes: keep the old rows for history entries.

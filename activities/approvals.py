@@ -1,0 +1,78 @@
+"""Approval activities: decide which calls need a human, pause, record decisions."""
+
+from __future__ import annotations
+
+import json
+
+from pydantic import ValidationError
+from temporalio import activity
+
+from activities.contracts import (
+    CHECK_APPROVALS,
+    PAUSE_FOR_APPROVAL,
+    RECORD_DECISION,
+    CheckApprovalsInput,
+    CheckApprovalsOutput,
+    PauseForApprovalInput,
+    RecordDecisionInput,
+    RecordDecisionOutput,
+)
+from activities.definitions import ToolContext
+from activities.deps import ActivityDeps
+from checkpoint.format import CheckpointStatus, Message
+
+
+def rejection_content(note: str | None) -> str:
+    return json.dumps({"error": "rejected by a human reviewer", "note": note or "no reason given"})
+
+
+class ApprovalActivities:
+    def __init__(self, deps: ActivityDeps) -> None:
+        self.deps = deps
+
+    @activity.defn(name=CHECK_APPROVALS)
+    async def check_approvals(self, inp: CheckApprovalsInput) -> CheckApprovalsOutput:
+        """Evaluate ``needs_approval`` functions on the calls' arguments (code runs here, not in the workflow)."""
+        agent = self.deps.agent(inp.agent)
+        needs = []
+        for call in inp.calls:
+            tool = agent.tool_named(call.name)
+            try:
+                args = tool.input_model.model_validate(call.arguments) if tool else None
+            except ValidationError:
+                args = None  # the tool activity will return the validation error
+            ctx = ToolContext(tool_call_id=call.id, session_id=inp.session_id, step=inp.step, agent=inp.agent)
+            needs.append(bool(tool and args is not None and tool.requires_approval(args, ctx)))
+        return CheckApprovalsOutput(needs_approval=needs)
+
+    @activity.defn(name=PAUSE_FOR_APPROVAL)
+    async def pause_for_approval(self, inp: PauseForApprovalInput) -> None:
+        def write() -> None:
+            store = self.deps.store
+            header = store.load_header(inp.session_id)
+            assert header is not None
+            store.append(header.model_copy(update={
+                "status": CheckpointStatus.AWAITING_APPROVAL, "approval_id": inp.approval_id,
+                "remaining_tool_calls": inp.remaining_tool_calls, "updated_at": None,
+            }), header.message_count, [])
+
+        await self.deps.in_store(write)
+
+    @activity.defn(name=RECORD_DECISION)
+    async def record_decision(self, inp: RecordDecisionInput) -> RecordDecisionOutput:
+        """The decision is saved before an approved tool runs; a rejection becomes the call's result."""
+
+        def write() -> int:
+            store = self.deps.store
+            header = store.load_header(inp.session_id)
+            assert header is not None
+            store.append(header.model_copy(update={
+                "status": CheckpointStatus.IN_PROGRESS, "approval_id": None,
+                "remaining_tool_calls": None, "updated_at": None,
+            }), header.message_count, [])
+            if inp.decision.approved:
+                return header.message_count
+            rejected = Message.tool_result(inp.call, rejection_content(inp.decision.note), is_error=True)
+            return store.record_tool_result(inp.session_id, rejected, inp.batch_start, inp.batch)
+
+        return RecordDecisionOutput(recorded_through=await self.deps.in_store(write))

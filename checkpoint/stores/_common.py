@@ -1,0 +1,78 @@
+"""Pure logic shared by the store backends (no I/O)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime, timedelta
+from typing import TypeVar
+
+from checkpoint.errors import StoreCorruptError
+from checkpoint.format import CheckpointHeader, HistoryEntry, Message
+
+T = TypeVar("T")
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+def as_utc(when: datetime) -> datetime:
+    """An aware UTC time (a naive one is local time, as ``datetime.timestamp`` reads it)."""
+    return datetime.fromtimestamp(when.timestamp(), UTC) if when.tzinfo is None else when.astimezone(UTC)
+
+
+def cutoff_of(older_than: timedelta | datetime) -> datetime:
+    return as_utc(older_than) if isinstance(older_than, datetime) else now() - older_than
+
+
+def header_key(header: CheckpointHeader) -> str:
+    """The header as stored in history, without its timestamp (so retries compare equal)."""
+    return header.model_copy(update={"updated_at": None}).to_json()
+
+
+def stamped(header: CheckpointHeader, start: int, messages: list[Message]) -> CheckpointHeader:
+    """Check an ``append`` call and give its header the save time."""
+    if header.message_count != start + len(messages):
+        raise ValueError(
+            f"header.message_count={header.message_count} but start+len(messages)="
+            f"{start + len(messages)}"
+        )
+    return header.model_copy(update={"updated_at": as_utc(header.updated_at or now())})
+
+
+def batch_prefix(
+    session_id: str, where: str, count: int, batch_start: int, batch: list[str],
+    results: Mapping[str, T],
+) -> list[T]:
+    """The recorded results that extend the transcript, in call order."""
+    done = count - batch_start
+    if done < 0 or done > len(batch):
+        raise StoreCorruptError(
+            f"session {session_id!r} in {where}: checkpoint has {count} messages, which is not "
+            f"inside the tool batch starting at {batch_start}; the store was changed under a live run"
+        )
+    new: list[T] = []
+    for call_id in batch[done:]:
+        if call_id not in results:
+            break
+        new.append(results[call_id])
+    return new
+
+
+def history_entries(
+    rows: list[tuple[CheckpointHeader, int, datetime]],
+    read: Callable[[int, int], list[Message]],
+) -> list[HistoryEntry]:
+    """Entries from (header, transcript id, saved at) rows, each transcript read once."""
+    longest: dict[int, int] = {}
+    for header, transcript_id, _ in rows:
+        longest[transcript_id] = max(longest.get(transcript_id, 0), header.message_count)
+    transcripts = {t: read(t, n) for t, n in longest.items()}
+    entries = []
+    for header, transcript_id, saved_at in rows:
+        checkpoint = header.model_copy(update={"updated_at": saved_at}).with_messages(
+            transcripts[transcript_id][: header.message_count]
+        )
+        entries.append(HistoryEntry(step=header.step_index, saved_at=saved_at,
+                                    status=header.status, checkpoint=checkpoint))
+    return entries

@@ -1,0 +1,362 @@
+"""File store: plain files in one directory (one host; several processes may share it).
+
+Layout, ``<name>`` being the session id escaped into a safe file name:
+
+- ``sessions/<name>.json``: the latest checkpoint's header (camelCase, with
+  ``messageCount``) and the transcript of the message log it reads.
+- ``messages/<name>.jsonl``: messages, append-only, one ``[transcript,
+  position, message]`` line each. A save writes only new messages; changing
+  a message already written starts a new transcript (the unchanged prefix
+  copied), so older history entries keep reading their own messages.
+- ``history/<name>.json``: the ring of the newest ``history_limit`` saves, each
+  a header plus a transcript id; entries share the log, so history grows
+  linearly with the session. A damaged file reads as no history and is
+  rewritten by the next save.
+- ``tools/<name>.jsonl``: tool start markers and results, append-only.
+- ``locks/<name>.lock``: ``flock`` target (writers exclusive, readers shared).
+
+JSON files are replaced atomically (temp file in the same directory, fsync,
+``os.replace``); a log is fsynced before the checkpoint that points into it, and
+a torn last line left by a crash is skipped. Transcripts nothing points at any
+more are dropped by rewriting the log.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from checkpoint.errors import StoreCorruptError
+from checkpoint.format import Checkpoint, CheckpointHeader, CheckpointStatus, HistoryEntry, Message, SessionSummary
+from checkpoint.stores._common import batch_prefix, cutoff_of, header_key, history_entries, now, stamped
+from checkpoint.stores.base import DEFAULT_HISTORY_LIMIT, CheckpointStore
+
+_SAFE = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_-")
+_EXT = {"sessions": ".json", "history": ".json", "messages": ".jsonl", "tools": ".jsonl", "locks": ".lock"}
+Session = tuple[CheckpointHeader, int, int]  # header, transcript id, positions written to it
+
+
+def safe_name(session_id: str) -> str:
+    """``[a-z0-9_-]`` kept, anything else ``%XX`` (no ``/``, ``..`` or case clash); long ids hashed."""
+    raw = session_id.encode("utf-8", "surrogatepass")
+    name = "".join(c if c in _SAFE else "".join(f"%{b:02X}" for b in c.encode("utf-8", "surrogatepass"))
+                   for c in session_id) or "%"
+    return name if len(name) <= 180 else name[:120] + "~" + hashlib.sha256(raw).hexdigest()
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class FileStore(CheckpointStore):
+    def __init__(self, directory: str | Path, *, history_limit: int = DEFAULT_HISTORY_LIMIT) -> None:
+        self.directory = Path(directory)
+        self.history_limit = history_limit
+        for sub in ("", *_EXT):
+            (self.directory / sub).mkdir(parents=True, exist_ok=True, mode=0o700)
+
+    def __repr__(self) -> str:
+        return f"FileStore({str(self.directory)!r}, history_limit={self.history_limit})"
+
+    def _path(self, kind: str, name: str) -> Path:
+        return self.directory / kind / (name + _EXT[kind])
+
+    @contextmanager
+    def _locked(self, name: str, exclusive: bool = True) -> Iterator[None]:
+        fd = os.open(self._path("locks", name), os.O_CREAT | os.O_RDWR, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+            yield
+        finally:
+            os.close(fd)
+
+    # -- files ------------------------------------------------------------
+    def _replace(self, path: Path, data: Any) -> None:
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+        try:
+            with open(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600), "w", encoding="utf-8") as f:
+                f.write(data if isinstance(data, str) else json.dumps(data, separators=(",", ":")))
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        _fsync_dir(path.parent)
+
+    def _append_lines(self, path: Path, lines: list[str]) -> None:
+        fd = os.open(path, os.O_CREAT | os.O_RDWR | os.O_APPEND, 0o600)
+        try:
+            size = os.fstat(fd).st_size
+            torn = size > 0 and os.pread(fd, 1, size - 1) != b"\n"  # end a line torn by a crash
+            data = (("\n" if torn else "") + "".join(line + "\n" for line in lines)).encode()
+            while data:
+                data = data[os.write(fd, data):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if size == 0:
+            _fsync_dir(path.parent)
+
+    def _read_session(self, name: str) -> Session | None:
+        path = self._path("sessions", name)
+        try:
+            data = json.loads(path.read_bytes())
+            return CheckpointHeader.model_validate(data["checkpoint"]), int(data["transcript"]), int(data["written"])
+        except FileNotFoundError:
+            return None
+        except (ValueError, KeyError, TypeError) as e:
+            raise StoreCorruptError(f"checkpoint file {path} cannot be read ({e}); "
+                                    "move it aside or restore a backup") from e
+
+    def _read_history(self, name: str) -> list[dict[str, Any]] | None:
+        """The ring, oldest first; None when the file is damaged."""
+        try:
+            entries = json.loads(self._path("history", name).read_bytes())["entries"]
+            for e in entries:
+                e["parsed"] = CheckpointHeader.model_validate(e["header"])
+                e["when"] = datetime.fromisoformat(e["savedAt"])
+                e["transcript"], e["seq"] = int(e["transcript"]), int(e["seq"])
+            return entries
+        except FileNotFoundError:
+            return []
+        except (ValueError, KeyError, TypeError):
+            return None
+
+    def _write_history(self, name: str, entries: list[dict[str, Any]]) -> None:
+        self._replace(self._path("history", name), {"entries": [
+            {k: e[k] for k in ("seq", "savedAt", "transcript", "header")} for e in entries]})
+
+    def _read_log(self, name: str, wanted: dict[int, int] | None = None) -> dict[int, dict[int, str]]:
+        """Message bodies by transcript and position (below ``wanted[t]``; later lines win)."""
+        out: dict[int, dict[int, str]] = {t: {} for t in wanted or {}}
+        try:
+            f = self._path("messages", name).open("rb")
+        except FileNotFoundError:
+            return out
+        with f:
+            for line in f:
+                whole = line.startswith(b"[") and line.endswith(b"]\n")
+                try:
+                    t_raw, p_raw, body = line[1:-2].split(b",", 2) if whole else ()
+                    t, p = int(t_raw), int(p_raw)
+                except ValueError:
+                    continue  # torn by a crash
+                if wanted is None or (t in wanted and p < wanted[t]):
+                    out.setdefault(t, {})[p] = body.decode()
+        return out
+
+    def _messages(self, name: str, bodies: dict[int, str], start: int, end: int) -> list[Message]:
+        try:
+            return [Message.model_validate_json(bodies[p]) for p in range(start, end)]
+        except (KeyError, ValueError) as e:
+            raise StoreCorruptError(f"message log {self._path('messages', name)} lacks or garbles messages "
+                                    f"{start}..{end - 1} ({e!r}); the store is damaged") from e
+
+    def _read_tools(self, name: str) -> list[dict[str, Any]]:
+        try:
+            lines = self._path("tools", name).read_bytes().splitlines()
+        except FileNotFoundError:
+            return []
+        events = []
+        for line in lines:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue  # torn by a crash
+            if isinstance(event, dict) and isinstance(event.get("id"), str):
+                events.append(event)
+        return events
+
+    # -- reads ------------------------------------------------------------
+    def load_header(self, session_id: str) -> CheckpointHeader | None:
+        current = self._read_session(safe_name(session_id))
+        return current[0] if current else None
+
+    def load(self, session_id: str) -> Checkpoint | None:
+        with self._reading(session_id) as (name, current):
+            if current is None:
+                return None
+            (header, t, _), count = current, current[0].message_count
+            return header.with_messages(self._messages(name, self._read_log(name, {t: count})[t], 0, count))
+
+    def load_messages(self, session_id: str, start: int = 0, end: int | None = None) -> list[Message]:
+        with self._reading(session_id) as (name, current):
+            if current is None:
+                return []
+            end = current[0].message_count if end is None else end
+            return self._messages(name, self._read_log(name, {current[1]: end})[current[1]], start, end)
+
+    @contextmanager
+    def _reading(self, session_id: str) -> Iterator[tuple[str, Session | None]]:
+        name = safe_name(session_id)
+        if not self._path("sessions", name).exists():
+            yield name, None
+            return
+        with self._locked(name, exclusive=False):
+            yield name, self._read_session(name)
+
+    def history(self, session_id: str, limit: int | None = None) -> list[HistoryEntry]:
+        name = safe_name(session_id)
+        if not self._path("history", name).exists():
+            return []
+        with self._locked(name, exclusive=False):
+            newest = list(reversed(self._read_history(name) or []))[:limit]
+            rows = [(e["parsed"], e["transcript"], e["when"]) for e in newest]
+            wanted: dict[int, int] = {}
+            for header, t, _ in rows:
+                wanted[t] = max(wanted.get(t, 0), header.message_count)
+            log = self._read_log(name, wanted)
+            return history_entries(rows, lambda t, n: self._messages(name, log[t], 0, n))
+
+    def list_sessions(
+        self, *, status: CheckpointStatus | None = None, agent: str | None = None
+    ) -> list[SessionSummary]:
+        found = []
+        for path in (self.directory / "sessions").glob("*.json"):
+            h = (self._read_session(path.name[: -len(".json")]) or (None,))[0]
+            if h and (status is None or h.status == CheckpointStatus(status)) and (agent is None or h.agent == agent):
+                found.append(SessionSummary(session_id=h.session_id, agent=h.agent, status=h.status,
+                                            step_index=h.step_index, message_count=h.message_count,
+                                            approval_id=h.approval_id, updated_at=h.updated_at))
+        return sorted(found, key=lambda s: s.updated_at, reverse=True)  # type: ignore[arg-type,return-value]
+
+    def tool_result(self, session_id: str, tool_call_id: str) -> Message | None:
+        for event in self._read_tools(safe_name(session_id)):
+            if event["id"] == tool_call_id and "result" in event:
+                return Message.model_validate(event["result"])
+        return None
+
+    # -- writes -----------------------------------------------------------
+    def append(self, header: CheckpointHeader, start: int, messages: list[Message]) -> None:
+        header = stamped(header, start, messages)
+        name = safe_name(header.session_id)
+        with self._locked(name):
+            self._append(name, header, start, [m.to_json() for m in messages])
+
+    def _append(self, name: str, header: CheckpointHeader, start: int, bodies: list[str]) -> None:
+        current, end, lines = self._read_session(name), start + len(bodies), []
+        count = current[0].message_count if current else 0
+        if start > count:
+            raise ValueError(f"session {header.session_id!r} has {count} messages; cannot write at {start}")
+        if current is None:
+            t, written, before = self._fresh_transcript(name), 0, set()
+        else:
+            _, t, written = current
+            before = {t}
+            overlap = min(written, end)  # positions already written, also past a shorter save's count
+            old = self._read_log(name, {t: overlap})[t] if start < overlap else {}
+            if any(old.get(p) != bodies[p - start] for p in range(start, overlap)):
+                # A written message changes: older history entries keep the old transcript.
+                prefix = self._read_log(name, {t: start})[t] if start else {}
+                self._messages(name, prefix, 0, start)  # all there and readable
+                t, written = self._fresh_transcript(name), start
+                lines = [f"[{t},{p},{prefix[p]}]" for p in range(start)]
+        lines += [f"[{t},{p},{bodies[p - start]}]" for p in range(max(start, written), end)]
+        if lines:
+            self._append_lines(self._path("messages", name), lines)
+        self._replace(self._path("sessions", name),
+                      {"checkpoint": header.to_dict(), "transcript": t, "written": max(written, end)})
+        entries = self._read_history(name)
+        damaged, entries = entries is None, entries or []
+        before |= {e["transcript"] for e in entries}
+        if damaged and self.history_limit <= 0:
+            self._path("history", name).unlink()
+        if self.history_limit > 0:
+            key = json.loads(header_key(header))
+            if not entries or entries[-1]["header"] != key or entries[-1]["transcript"] != t:
+                entries.append({"seq": entries[-1]["seq"] + 1 if entries else 1, "transcript": t, "header": key,
+                                "savedAt": header.updated_at.isoformat()})  # type: ignore[union-attr]
+                entries = entries[-self.history_limit:]
+                self._write_history(name, entries)
+        if damaged or before - {t} - {e["transcript"] for e in entries}:
+            self._compact(name)
+
+    def _fresh_transcript(self, name: str) -> int:
+        return max(self._read_log(name), default=0) + 1
+
+    def _compact(self, name: str) -> None:
+        """Rewrite the log keeping only transcripts the session or its history reads."""
+        current, wanted = self._read_session(name), {}
+        if current is not None:
+            wanted[current[1]] = current[2]
+        for e in self._read_history(name) or []:
+            wanted[e["transcript"]] = max(wanted.get(e["transcript"], 0), e["parsed"].message_count)
+        path = self._path("messages", name)
+        if not wanted:
+            path.unlink(missing_ok=True)
+            return
+        log = sorted(self._read_log(name, wanted).items())
+        self._replace(path, "".join(f"[{t},{p},{body}]\n" for t, bodies in log for p, body in sorted(bodies.items())))
+
+    def tool_started(self, session_id: str, tool_call_id: str) -> int:
+        name = safe_name(session_id)
+        with self._locked(name):
+            starts = sum(1 for e in self._read_tools(name) if e["id"] == tool_call_id and "start" in e)
+            event = {"id": tool_call_id, "start": now().isoformat()}
+            self._append_lines(self._path("tools", name), [json.dumps(event)])
+        return starts
+
+    def record_tool_result(self, session_id: str, message: Message, batch_start: int, batch: list[str]) -> int:
+        name, call_id = safe_name(session_id), message.tool_call_id
+        with self._locked(name):
+            results: dict[str, Any] = {}
+            for e in self._read_tools(name):
+                if "result" in e:
+                    results.setdefault(e["id"], e["result"])  # the first recorded result wins
+            if call_id not in results:
+                results[call_id] = message.to_dict()  # type: ignore[index]
+                event = {"id": call_id, "result": results[call_id]}
+                self._append_lines(self._path("tools", name), [json.dumps(event)])
+            current = self._read_session(name)
+            if current is None:
+                raise StoreCorruptError(f"session {session_id!r} vanished from {self.directory} mid-run")
+            header, count = current[0], current[0].message_count
+            new = [Message.model_validate(r) for r in
+                   batch_prefix(session_id, str(self.directory), count, batch_start, batch, results)]
+            if new:
+                updated = header.model_copy(update={"message_count": count + len(new), "updated_at": None})
+                self._append(name, stamped(updated, count, new), count, [m.to_json() for m in new])
+        return count + len(new)
+
+    # -- management ---------------------------------------------------------
+    def delete(self, session_id: str, keep_history: bool = False) -> None:
+        name = safe_name(session_id)
+        with self._locked(name):
+            self._path("sessions", name).unlink(missing_ok=True)
+            self._path("tools", name).unlink(missing_ok=True)
+            if not keep_history:
+                self._path("history", name).unlink(missing_ok=True)
+            self._compact(name)
+
+    def prune(self, older_than: timedelta | datetime) -> int:
+        cutoff, gone = cutoff_of(older_than), 0
+        names = {p.name.rsplit(".", 1)[0] for kind in ("sessions", "history")
+                 for p in (self.directory / kind).glob("*.json")}
+        for name in sorted(names):
+            with self._locked(name):
+                current = self._read_session(name)
+                if current is not None and (current[0].updated_at or cutoff) < cutoff:
+                    self._path("sessions", name).unlink()
+                    self._path("tools", name).unlink(missing_ok=True)
+                    gone += 1
+                entries = self._read_history(name) or []
+                kept = [e for e in entries if e["when"] >= cutoff]
+                if not kept:
+                    self._path("history", name).unlink(missing_ok=True)
+                elif len(kept) < len(entries):
+                    self._write_history(name, kept)
+                self._compact(name)
+        return gone

@@ -1,0 +1,80 @@
+"""Human approvals inside a run: the one pending decision and the ones taken."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from activities.contracts import ApprovalDecision, PendingApproval
+    from checkpoint.format import ToolCall
+
+
+class ApprovalGate:
+    """Deterministic state: which approval is open, which decisions arrived.
+
+    A decision applies only to the approval id it names, once: a repeated or
+    stray decision is refused by the update validator and ignored (logged) as
+    a signal, never applied to another call.
+    """
+
+    def __init__(self) -> None:
+        self.pending: PendingApproval | None = None
+        self._decisions: dict[str, ApprovalDecision] = {}
+        self._preset: tuple[str, ApprovalDecision] | None = None
+
+    def validate(self, decision: ApprovalDecision) -> None:
+        if decision.approval_id in self._decisions:
+            raise ValueError(f"approval {decision.approval_id} was already decided")
+        if self.pending is None or self.pending.approval_id != decision.approval_id:
+            waiting = self.pending.approval_id if self.pending else "none"
+            raise ValueError(f"approval {decision.approval_id} is not pending in this run "
+                             f"(pending: {waiting})")
+
+    def offer(self, decision: ApprovalDecision) -> None:
+        try:
+            self.validate(decision)
+        except ValueError as e:
+            workflow.logger.warning("ignoring decision: %s", e)
+            return
+        self._decisions[decision.approval_id] = decision
+
+    def preset(self, call_id: str, decision: ApprovalDecision) -> None:
+        """A decision given while no run was open, for the call that was paused."""
+        self._preset = (call_id, decision)
+
+    def take_preset(self, call_id: str) -> ApprovalDecision | None:
+        if self._preset is None or self._preset[0] != call_id:
+            return None
+        decision = self._preset[1]
+        self._preset = None
+        return decision
+
+    def open(self, approval_id: str, session_id: str, agent: str, call: ToolCall,
+             remaining: list[ToolCall], timeout_seconds: float | None) -> PendingApproval:
+        now = workflow.now()
+        self.pending = PendingApproval(
+            approval_id=approval_id, session_id=session_id, agent=agent, tool_name=call.name,
+            tool_call_id=call.id, arguments=call.arguments, requested_at=now,
+            remaining_tool_calls=remaining,
+            timeout_at=now + timedelta(seconds=timeout_seconds) if timeout_seconds else None,
+        )
+        return self.pending
+
+    async def wait(self, pending: PendingApproval) -> ApprovalDecision:
+        """Wait as long as it takes (a durable timer when the tool has a timeout)."""
+        approval_id = pending.approval_id
+        timeout = pending.timeout_at - pending.requested_at if pending.timeout_at else None
+        try:
+            await workflow.wait_condition(lambda: approval_id in self._decisions, timeout=timeout)
+        except asyncio.TimeoutError:
+            self._decisions[approval_id] = ApprovalDecision(
+                approval_id=approval_id, approved=False,
+                note=f"no decision within {timeout}: the approval timed out")
+        self.pending = None
+        return self._decisions[approval_id]
+
+    def close(self) -> None:
+        self.pending = None

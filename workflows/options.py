@@ -1,0 +1,25 @@
+"""Timeouts and retry policies of the activities a run schedules."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio.common import RetryPolicy
+
+STORE_TIMEOUT = timedelta(seconds=30)
+STORE_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200),
+                          maximum_interval=timedelta(seconds=10))
+MODEL_TIMEOUT = timedelta(minutes=5)
+MODEL_HEARTBEAT = timedelta(seconds=20)
+MODEL_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    maximum_interval=timedelta(seconds=60),
+    maximum_attempts=8,
+    non_retryable_error_types=[
+        "ModelProviderRequestError", "ModelProviderMalformedReply", "ConfigurationError",
+    ],
+)
+# Tool activities retry only infrastructure failures (a dead worker, a store
+# hiccup): a tool's own exception is recorded as its result, not raised.
+TOOL_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=500),
+                         maximum_interval=timedelta(seconds=30))

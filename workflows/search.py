@@ -1,0 +1,31 @@
+"""Search attributes a run sets so it can be found in the Temporal UI."""
+
+from __future__ import annotations
+
+from temporalio import workflow
+from temporalio.common import SearchAttributeKey
+
+AGENT_NAME = SearchAttributeKey.for_keyword("AgentName")
+AGENT_STATUS = SearchAttributeKey.for_keyword("AgentStatus")
+AGENT_STEP = SearchAttributeKey.for_int("AgentStep")
+PENDING_APPROVAL_ID = SearchAttributeKey.for_keyword("PendingApprovalId")
+
+SEARCH_ATTRIBUTES: dict[str, str] = {
+    AGENT_NAME.name: "Keyword",
+    AGENT_STATUS.name: "Keyword",
+    AGENT_STEP.name: "Int",
+    PENDING_APPROVAL_ID.name: "Keyword",
+}
+"""Name → type, as `temporal operator search-attribute create` takes them."""
+
+
+def publish(enabled: bool, *, agent: str, status: str, step: int, approval_id: str | None) -> None:
+    """Upsert the run's search attributes (only when the namespace has them registered)."""
+    if not enabled:
+        return
+    workflow.upsert_search_attributes([
+        AGENT_NAME.value_set(agent),
+        AGENT_STATUS.value_set(status),
+        AGENT_STEP.value_set(step),
+        PENDING_APPROVAL_ID.value_set(approval_id) if approval_id else PENDING_APPROVAL_ID.value_unset(),
+    ])
