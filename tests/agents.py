@@ -110,3 +110,57 @@ register_script("slow-then-answer", [
 
 slow_agent = Agent(name="slow", model="scripted:slow-then-answer", tools=[get_weather, slow_tool],
                    tool_concurrency=2)
+
+
+class ChargeArgs(BaseModel):
+    amount: int
+
+
+class EmailArgs(BaseModel):
+    to: str
+
+
+@tool(needs_approval=True)
+async def charge_card(args: ChargeArgs, ctx: ToolContext) -> dict:
+    """Charge the customer (gated by a human)."""
+    CALL_LOG.append(("charge_card", ctx.tool_call_id, args.model_dump()))
+    return {"charged": args.amount, "idempotency_key": ctx.tool_call_id}
+
+
+@tool(needs_approval=True, approval_timeout=86_400)
+async def wire_money(args: ChargeArgs, ctx: ToolContext) -> dict:
+    """Wire money; nobody deciding within a day rejects it."""
+    CALL_LOG.append(("wire_money", ctx.tool_call_id, args.model_dump()))
+    return {"wired": args.amount}
+
+
+@tool(needs_approval=lambda args, ctx: not args.to.endswith("@ours.example"))
+async def send_email(args: EmailArgs, ctx: ToolContext) -> dict:
+    """Email; only external addresses need approval."""
+    CALL_LOG.append(("send_email", ctx.tool_call_id, args.model_dump()))
+    return {"sent_to": args.to}
+
+
+register_script("free-gated-gated", [
+    ScriptedTurn(text="Looking up, then charging twice.", tool_calls=[
+        ScriptedToolCall(name="get_weather", arguments={"city": "Rome"}),
+        ScriptedToolCall(name="charge_card", arguments={"amount": 10}),
+        ScriptedToolCall(name="charge_card", arguments={"amount": 20}),
+    ]),
+    ScriptedTurn(text="All calls have results."),
+])
+register_script("wire", [
+    ScriptedTurn(tool_calls=[ScriptedToolCall(name="wire_money", arguments={"amount": 500})]),
+    ScriptedTurn(text="Wire handled."),
+])
+register_script("emails", [
+    ScriptedTurn(tool_calls=[
+        ScriptedToolCall(name="send_email", arguments={"to": "team@ours.example"}),
+        ScriptedToolCall(name="send_email", arguments={"to": "client@else.example"}),
+    ]),
+    ScriptedTurn(text="Emails handled."),
+])
+
+payments_agent = Agent(name="payments", model="scripted:free-gated-gated", tools=[get_weather, charge_card])
+wire_agent = Agent(name="wire", model="scripted:wire", tools=[wire_money])
+email_agent = Agent(name="emailer", model="scripted:emails", tools=[send_email])

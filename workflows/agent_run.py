@@ -171,7 +171,8 @@ class AgentRunWorkflow:
             recorded = max([recorded, *done])
             if gated == len(calls):
                 break
-            recorded = max(recorded, await self._approval(session_id, config, state, calls, gated, batch_start))
+            recorded = max(recorded, await self._approval(session_id, config, state, calls, gated,
+                                                          batch_start, recorded))
             start = gated + 1
         if recorded != batch_start + len(calls):
             raise ApplicationError(f"tool results recorded through {recorded}, expected "
@@ -193,7 +194,7 @@ class AgentRunWorkflow:
         return needs
 
     async def _approval(self, session_id: str, config: RunConfig, state: c.RunState,
-                        calls: list[ToolCall], index: int, batch_start: int) -> int:
+                        calls: list[ToolCall], index: int, batch_start: int, recorded: int) -> int:
         call, spec = calls[index], next((t for t in config.tools if t.name == calls[index].name), None)
         decision = self._gate.take_preset(call.id)
         if decision is None:
@@ -203,6 +204,7 @@ class AgentRunWorkflow:
             pending = self._gate.open(approval_id, session_id, config.agent, call, calls[index + 1:],
                                       spec.approval_timeout_seconds if spec else None)
             self._outcome = self._summary(session_id, state, FinishReason.AWAITING_APPROVAL, approval_id)
+            self._outcome.message_count = recorded
             self._publish(config, state, "awaiting-approval", approval_id)
             self._set_details(state, f"awaiting approval {approval_id} for {call.name}")
             decision = await self._gate.wait(pending)
