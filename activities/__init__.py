@@ -7,6 +7,7 @@ from typing import Any
 
 from activities.approvals import ApprovalActivities
 from activities.deps import ActivityDeps
+from activities.fork import ForkActivities
 from activities.model import ModelActivities
 from activities.providers.registry import ProviderRegistry
 from activities.session import SessionActivities
@@ -33,6 +34,7 @@ def build_activities(
         session.abort_run,
         ModelActivities(deps).model_turn,
         ToolActivities(deps).execute_tool,
+        ForkActivities(deps).fork_session,
     ]
 
 

@@ -173,3 +173,21 @@ class RecordDecisionInput(BaseModel):
 
 class RecordDecisionOutput(BaseModel):
     recorded_through: int
+
+
+FORK_SESSION = "durable_agents.fork_session"
+
+
+class ForkSessionInput(BaseModel):
+    session_id: str
+    from_step: int
+    patch: dict[str, Any] = Field(default_factory=dict)
+    """A ``checkpoint.fork.Patch`` as JSON (camelCase or snake_case keys)."""
+    new_session_id: str | None = None
+
+
+class ForkSessionOutput(BaseModel):
+    session_id: str
+    step: int
+    agent: str | None = None
+    message_count: int

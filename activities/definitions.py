@@ -143,6 +143,10 @@ class Agent:
     tool_concurrency: int = 1
     on_agent_drift: DriftPolicy = "warn"
     max_tokens: int = 4096
+    model_timeout: float = 300.0
+    """Seconds one model call may take before Temporal retries it."""
+    model_heartbeat_timeout: float = 20.0
+    """Seconds without a heartbeat after which a model call's worker counts as dead."""
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name or ""):
@@ -185,6 +189,8 @@ class Agent:
             max_steps=self.max_steps,
             tool_concurrency=self.tool_concurrency,
             max_tokens=self.max_tokens,
+            model_timeout_seconds=self.model_timeout,
+            model_heartbeat_seconds=self.model_heartbeat_timeout,
         )
 
     def fingerprint(self, model: str | None = None) -> Fingerprint:

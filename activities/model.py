@@ -45,7 +45,7 @@ class ModelActivities:
                 return ModelTurnOutput(tool_calls=stored[0].tool_calls or [], usage=header.usage,
                                        replayed=True)
         messages = await self.deps.in_store(store.load_messages, inp.session_id, 0, inp.position)
-        async with heartbeating(5.0):
+        async with heartbeating(max(header.run_config.model_heartbeat_seconds / 4, 0.25)):
             response = await self._generate(header, messages, inp)
         turn = response.message
         usage = header.usage + response.usage

@@ -149,6 +149,8 @@ class RunConfig(FormatModel):
     max_steps: int = 20
     tool_concurrency: int = 1
     max_tokens: int = 4096
+    model_timeout_seconds: float = 300.0
+    model_heartbeat_seconds: float = 20.0
 
 
 class CheckpointFields(FormatModel):

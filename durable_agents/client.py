@@ -7,6 +7,7 @@ Temporal payloads.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 
 from temporalio.client import (
@@ -20,7 +21,8 @@ from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.contracts import ApprovalDecision, PendingApproval
+from activities.contracts import ApprovalDecision, ForkSessionInput, ForkSessionOutput, PendingApproval
+from checkpoint.fork import Patch
 from checkpoint.format import CheckpointStatus, Message
 from checkpoint.stores import open_store
 from checkpoint.stores.base import CheckpointStore
@@ -34,6 +36,7 @@ from durable_agents.errors import (
 )
 from durable_agents.outcomes import RunResult, as_messages, outcome_error, pending_from_store
 from durable_agents.search import search_attributes_registered
+from workflows import FORK_WORKFLOW
 from workflows.contracts import AGENT_RUN_WORKFLOW, AgentRunInput, Outcome, RunSummary
 
 __all__ = ["AgentClient", "RunResult"]
@@ -146,6 +149,31 @@ class AgentClient:
             return None
         await handle.cancel()
         return await self.result(session_id, handle)
+
+    # -- fork ------------------------------------------------------------------------
+    async def fork(
+        self,
+        session_id: str,
+        from_step: int,
+        patch: Patch | None = None,
+        new_session_id: str | None = None,
+    ) -> ForkSessionOutput:
+        """Fork a session from a kept step, as a Temporal workflow on a worker that
+        holds the store (so the fork is recorded and visible in the UI).
+
+        Resume the fork with ``resume(fork.session_id)``. For a fork without
+        Temporal, call ``checkpoint.fork.fork(store, …)`` directly.
+        """
+        inp = ForkSessionInput(session_id=session_id, from_step=from_step,
+                               patch=(patch or Patch()).model_dump(mode="json", exclude_unset=True),
+                               new_session_id=new_session_id)
+        try:
+            return await self.temporal.execute_workflow(
+                FORK_WORKFLOW, inp, id=f"fork-{session_id}-{uuid.uuid4().hex[:8]}",
+                task_queue=self.task_queue, result_type=ForkSessionOutput,
+                static_summary=f"fork {session_id} at step {from_step}")
+        except WorkflowFailureError as e:
+            raise outcome_error(session_id, e) from e
 
     # -- approvals -----------------------------------------------------------------
     async def approve(

@@ -16,18 +16,20 @@ from checkpoint.stores.base import CheckpointStore
 from durable_agents.errors import (
     AgentDriftError,
     ApprovalNotPendingError,
+    CheckpointNotFoundError,
     ConfigurationError,
     ModelProviderError,
     ResumeToolMissingError,
     RunFailedError,
     SessionAwaitingApprovalError,
+    StoreCorruptError,
 )
 from workflows.contracts import RunSummary
 
 PROVIDER_FAILURES = {"ModelProviderRequestError", "ModelProviderMalformedReply",
                      "ModelProviderRetryableError"}
 TYPED_FAILURES = {"AgentDriftError": AgentDriftError, "ResumeToolMissingError": ResumeToolMissingError,
-                  "ConfigurationError": ConfigurationError}
+                  "ConfigurationError": ConfigurationError, "StoreCorruptError": StoreCorruptError}
 
 
 class RunResult(FormatModel):
@@ -97,6 +99,8 @@ def outcome_error(session_id: str, error: Exception) -> Exception:
     if isinstance(cause, ApplicationError):
         if cause.type == "SessionAwaitingApprovalError":
             return SessionAwaitingApprovalError(session_id, cause.details[0] if cause.details else None)
+        if cause.type == "CheckpointNotFoundError":
+            return CheckpointNotFoundError(cause.message, session_id=session_id)
         if cause.type in TYPED_FAILURES:
             return TYPED_FAILURES[cause.type](cause.message)
         kind = ModelProviderError if cause.type in PROVIDER_FAILURES else RunFailedError

@@ -141,8 +141,10 @@ class AgentRunWorkflow:
         self._set_details(state, f"model turn {step}")
         turn = await workflow.execute_activity(
             c.MODEL_TURN, c.ModelTurnInput(session_id=session_id, position=state.message_count, step=step),
-            result_type=c.ModelTurnOutput, start_to_close_timeout=options.MODEL_TIMEOUT,
-            heartbeat_timeout=options.MODEL_HEARTBEAT, retry_policy=options.MODEL_RETRY,
+            result_type=c.ModelTurnOutput,
+            start_to_close_timeout=timedelta(seconds=config.model_timeout_seconds),
+            heartbeat_timeout=timedelta(seconds=config.model_heartbeat_seconds),
+            retry_policy=options.MODEL_RETRY,
             cancellation_type=WAIT_CANCEL, summary=f"model turn {step} ({config.model})",
         )
         state.step_index = step

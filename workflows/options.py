@@ -9,8 +9,6 @@ from temporalio.common import RetryPolicy
 STORE_TIMEOUT = timedelta(seconds=30)
 STORE_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200),
                           maximum_interval=timedelta(seconds=10))
-MODEL_TIMEOUT = timedelta(minutes=5)
-MODEL_HEARTBEAT = timedelta(seconds=20)
 MODEL_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
     maximum_interval=timedelta(seconds=60),

@@ -1,0 +1,25 @@
+"""Fork as an activity, so a fork made from the CLI is recorded in Temporal."""
+
+from __future__ import annotations
+
+from temporalio import activity
+
+from activities.contracts import FORK_SESSION, ForkSessionInput, ForkSessionOutput
+from activities.deps import ActivityDeps
+from checkpoint.fork import Patch, fork
+
+
+class ForkActivities:
+    def __init__(self, deps: ActivityDeps) -> None:
+        self.deps = deps
+
+    @activity.defn(name=FORK_SESSION)
+    async def fork_session(self, inp: ForkSessionInput) -> ForkSessionOutput:
+        def run() -> ForkSessionOutput:
+            made = fork(self.deps.store, inp.session_id, inp.from_step,
+                        Patch.model_validate(inp.patch), inp.new_session_id)
+            return ForkSessionOutput(session_id=made.session_id, step=made.step,
+                                     agent=made.checkpoint.agent,
+                                     message_count=len(made.checkpoint.messages))
+
+        return await self.deps.in_store(run)
