@@ -10,6 +10,7 @@ means in-flight runs would break on deploy; guard the change with
 from __future__ import annotations
 
 import asyncio
+import sys
 import tempfile
 import uuid
 from pathlib import Path
@@ -28,6 +29,9 @@ RUNS = {
     "bad_calls_v1": (agents.bad_agent, "go"),
     "max_steps_v1": (agents.looping_agent, "loop"),
 }
+# Recorded after approvals existed (v2 of the workflow): pause, approve, pause, reject;
+# an interrupted run; a fork.
+EXTRA = ("approvals_v2", "interrupt_v2", "fork_v2")
 
 
 async def main() -> None:
@@ -35,14 +39,37 @@ async def main() -> None:
         client = await Client.connect(server.address, data_converter=data_converter())
         store = SqliteStore(Path(tmp) / "store.db")
         queue = f"record-{uuid.uuid4().hex[:6]}"
-        all_agents = [agent for agent, _ in RUNS.values()]
+        all_agents = [agent for agent, _ in RUNS.values()] + [agents.payments_agent, agents.slow_agent]
         async with build_worker(client, agents=all_agents, store=store, task_queue=queue):
             agent_client = AgentClient(client, store, queue)
+            only = set(sys.argv[1:])
             for name, (agent, text) in RUNS.items():
+                if only and name not in only:
+                    continue
                 await agent_client.send(agent.name, text, session_id=name)
-                history = await client.get_workflow_handle(name).fetch_history()
-                (HERE / f"{name}.json").write_text(history.to_json())
-                print(f"recorded {name}: {len(history.events)} events")
+                await _save(client, name, name)
+            if not only or "approvals_v2" in only:
+                paused = await agent_client.send("payments", "Charge me twice", session_id="approvals_v2")
+                again = await agent_client.approve("approvals_v2", paused.approval_id)
+                await agent_client.reject("approvals_v2", again.approval_id, note="once is enough")
+                await _save(client, "approvals_v2", "approvals_v2")
+            if not only or "interrupt_v2" in only:
+                first = await agent_client.start("slow", "Do the slow thing", session_id="interrupt_v2")
+                while not any(n == "slow_tool" for n, _, _ in agents.CALL_LOG):
+                    await asyncio.sleep(0.05)
+                await agent_client.send("slow", "Stop.", session_id="interrupt_v2", interrupt=True)
+                await _save(client, "interrupt_v2", "interrupt_v2", run_id=first.first_execution_run_id)
+            if not only or "fork_v2" in only:
+                made = await agent_client.fork("weather_then_book_v1", 1)
+                runs = [w async for w in client.list_workflows('WorkflowType = "ForkSession"')]
+                await _save(client, "fork_v2", runs[0].id)
+                await agent_client.resume(made.session_id)
+
+
+async def _save(client: Client, name: str, workflow_id: str, run_id: str | None = None) -> None:
+    history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
+    (HERE / f"{name}.json").write_text(history.to_json())
+    print(f"recorded {name}: {len(history.events)} events")
 
 
 if __name__ == "__main__":
