@@ -49,6 +49,10 @@ class ActivityDeps:
 async def heartbeating(every: float) -> AsyncIterator[None]:
     """Heartbeat in the background so a dead worker is noticed within seconds."""
 
+    if activity.info().is_local:  # local activities cannot heartbeat; the workflow task does
+        yield
+        return
+
     async def beat() -> None:
         while True:
             activity.heartbeat()

@@ -51,9 +51,11 @@ async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=50)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--local", action="store_true", help="Agent(local_activities=True)")
     opts = parser.parse_args()
     register_script("bench", script_for(opts.steps))
-    agent = Agent(name="bench", model="scripted:bench", tools=[noop], max_steps=opts.steps + 1)
+    agent = Agent(name="bench", model="scripted:bench", tools=[noop], max_steps=opts.steps + 1,
+                  local_activities=opts.local)
     with tempfile.TemporaryDirectory() as tmp, DevServer(ui=False, db_file=None) as server:
         client = await Client.connect(server.address, data_converter=data_converter())
         store = SqliteStore(Path(tmp) / "store.db")
@@ -69,7 +71,8 @@ async def main() -> None:
                 per_step.append((time.perf_counter() - started) * 1000 / result.steps)
             history = await client.get_workflow_handle(sid).fetch_history()
             size = sum(e.ByteSize() for e in history.events)
-    print(f"steps per run: {opts.steps}, runs: {opts.runs}")
+    print(f"steps per run: {opts.steps}, runs: {opts.runs}, "
+          f"{'local' if opts.local else 'regular'} activities")
     print(f"ms per step (model turn + tool call): median {statistics.median(per_step):.1f}, "
           f"min {min(per_step):.1f}, max {max(per_step):.1f}")
     print(f"Temporal history: {len(history.events)} events, {size} bytes, {size / opts.steps:.0f} bytes/step")

@@ -151,6 +151,8 @@ class RunConfig(FormatModel):
     max_tokens: int = 4096
     model_timeout_seconds: float = 300.0
     model_heartbeat_seconds: float = 20.0
+    local_activities: bool = False
+    """Run model turns, tools and store writes as local activities (see the README)."""
 
 
 class CheckpointFields(FormatModel):

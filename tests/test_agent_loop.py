@@ -66,3 +66,23 @@ async def test_bad_tool_calls_become_error_results_and_the_run_continues(run_wor
     # invalid arguments never reached the tool; the raising tool ran once
     assert [n for n, _, _ in agents.CALL_LOG] == ["flaky"]
     assert result.text == "Recovered from the errors."
+
+
+async def test_local_activity_fast_path_gives_the_same_run(run_worker, store):
+    """Agent(local_activities=True): same transcript, approvals still pause and resume."""
+    import dataclasses
+
+    fast_booker = dataclasses.replace(agents.weather_agent, name="fast-booker", local_activities=True)
+    fast_payments = dataclasses.replace(agents.payments_agent, name="fast-payments", local_activities=True)
+    slow_sid, fast_sid, pay_sid = session_id(), session_id(), session_id()
+    async with run_worker([agents.weather_agent, fast_booker, fast_payments]) as client:
+        regular = await client.send("booker", "Book a table for 2 tonight", session_id=slow_sid)
+        fast = await client.send("fast-booker", "Book a table for 2 tonight", session_id=fast_sid)
+        paused = await client.send("fast-payments", "Charge me", session_id=pay_sid)
+        assert paused.finish_reason == FinishReason.AWAITING_APPROVAL
+        again = await client.approve(pay_sid, paused.approval_id)
+        done = await client.reject(pay_sid, again.approval_id)
+    assert [(m.role, m.content) for m in fast.messages] == [(m.role, m.content) for m in regular.messages]
+    assert fast.usage == regular.usage and fast.steps == regular.steps
+    assert done.finish_reason == FinishReason.STOP and len(done.tool_calls) == 3
+    assert store.load(fast_sid).run_config.local_activities

@@ -34,6 +34,7 @@ class AgentRunWorkflow:
         self._handoff: str | None = None  # "continued" | "failed": waiting handlers answer without a summary
         self._gate = ApprovalGate()
         self._inp: AgentRunInput | None = None
+        self._local = False
 
     # -- handlers ---------------------------------------------------------------
     @workflow.query(name="run_state")
@@ -101,6 +102,7 @@ class AgentRunWorkflow:
 
     async def _loop(self, inp: AgentRunInput, point: ResumePoint) -> RunSummary:
         config, state, queued = point.config, point.state, point.queued_input
+        self._local = config.local_activities
         while True:
             if state.pending_tool_calls:
                 await self._run_tools(inp.session_id, config, state)
@@ -139,13 +141,11 @@ class AgentRunWorkflow:
     async def _model_turn(self, session_id: str, config: RunConfig, state: c.RunState) -> c.ModelTurnOutput:
         step = state.step_index + 1
         self._set_details(state, f"model turn {step}")
-        turn = await workflow.execute_activity(
+        turn = await self._activity(
             c.MODEL_TURN, c.ModelTurnInput(session_id=session_id, position=state.message_count, step=step),
-            result_type=c.ModelTurnOutput,
-            start_to_close_timeout=timedelta(seconds=config.model_timeout_seconds),
-            heartbeat_timeout=timedelta(seconds=config.model_heartbeat_seconds),
-            retry_policy=options.MODEL_RETRY,
-            cancellation_type=WAIT_CANCEL, summary=f"model turn {step} ({config.model})",
+            c.ModelTurnOutput, timeout=config.model_timeout_seconds,
+            heartbeat=config.model_heartbeat_seconds, retry=options.MODEL_RETRY,
+            summary=f"model turn {step} ({config.model})",
         )
         state.step_index = step
         state.message_count += 1
@@ -224,16 +224,14 @@ class AgentRunWorkflow:
                             batch_start: int, batch: list[str]) -> int:
         spec = next((t for t in config.tools if t.name == call.name), None)
         self._set_details(state, f"tool {call.name}")
-        out = await workflow.execute_activity(
+        out = await self._activity(
             c.EXECUTE_TOOL,
             c.ExecuteToolInput(session_id=session_id, agent=config.agent, step=state.step_index, call=call,
                                batch_start=batch_start, batch=batch,
                                safe_to_retry=bool(spec and spec.safe_to_retry)),
-            result_type=c.ExecuteToolOutput,
-            start_to_close_timeout=timedelta(seconds=spec.timeout_seconds if spec else 60),
-            heartbeat_timeout=timedelta(seconds=(spec.heartbeat_seconds or 10) if spec else 10),
-            retry_policy=options.TOOL_RETRY, summary=f"tool {call.name} {call.id}",
-            cancellation_type=WAIT_CANCEL,
+            c.ExecuteToolOutput, timeout=spec.timeout_seconds if spec else 60,
+            heartbeat=(spec.heartbeat_seconds or 10) if spec else 10, retry=options.TOOL_RETRY,
+            summary=f"tool {call.name} {call.id}",
         )
         return out.recorded_through
 
@@ -266,9 +264,24 @@ class AgentRunWorkflow:
 
     # -- plumbing ---------------------------------------------------------------------
     async def _store_activity(self, name: str, arg: object, result_type: type | None, summary: str | None = None):
+        return await self._activity(name, arg, result_type, timeout=options.STORE_TIMEOUT.total_seconds(),
+                                    heartbeat=None, retry=options.STORE_RETRY, summary=summary)
+
+    async def _activity(self, name: str, arg: object, result_type: type | None, *, timeout: float,
+                        heartbeat: float | None, retry, summary: str | None):
+        """A regular activity, or a local one when the agent asks for the fast path.
+
+        Local activities re-run after a crash instead of resuming; the store
+        makes that harmless (a stored turn is returned, a started
+        at-most-once tool becomes a durability-error result)."""
+        if self._local:
+            return await workflow.execute_local_activity(
+                name, arg, result_type=result_type, start_to_close_timeout=timedelta(seconds=timeout),
+                retry_policy=retry, cancellation_type=WAIT_CANCEL, summary=summary)
         return await workflow.execute_activity(
-            name, arg, result_type=result_type, start_to_close_timeout=options.STORE_TIMEOUT,
-            retry_policy=options.STORE_RETRY, summary=summary)
+            name, arg, result_type=result_type, start_to_close_timeout=timedelta(seconds=timeout),
+            heartbeat_timeout=timedelta(seconds=heartbeat) if heartbeat else None,
+            retry_policy=retry, cancellation_type=WAIT_CANCEL, summary=summary)
 
     def _publish(self, config: RunConfig, state: c.RunState, status: str, approval_id: str | None) -> None:
         assert self._inp is not None
