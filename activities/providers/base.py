@@ -77,3 +77,28 @@ def retryable_error(message: str, *, kind: str, retry_after: float | None = None
 
 def non_retryable_error(message: str, *, kind: str) -> ApplicationError:
     return ApplicationError(message, type=kind, non_retryable=True)
+
+
+def provider_message(body: object, fallback: str) -> str:
+    """The API's own explanation (``error.message`` in the body), else ``fallback``."""
+    if isinstance(body, dict):
+        error = body.get("error", body)
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            return error["message"]
+    if isinstance(body, str) and body:
+        return body
+    return fallback
+
+
+def status_error(provider: str, status: int, body: object, fallback: str, headers: object) -> ApplicationError:
+    """An HTTP error from a provider: 408/409/425/429/5xx retried (honouring Retry-After), other 4xx final."""
+    message = f"{provider} returned {status}: {provider_message(body, fallback)}"
+    if is_retryable_status(status):
+        return retryable_error(message, kind="ModelProviderRetryableError",
+                               retry_after=retry_after_seconds(headers))
+    return non_retryable_error(message, kind="ModelProviderRequestError")
+
+
+def malformed_reply(provider: str, detail: str) -> ApplicationError:
+    return non_retryable_error(f"{provider} returned a malformed reply: {detail}",
+                               kind="ModelProviderMalformedReply")

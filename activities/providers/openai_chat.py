@@ -17,10 +17,10 @@ from temporalio.exceptions import ApplicationError
 from activities.providers.base import (
     ModelRequest,
     ModelResponse,
-    is_retryable_status,
+    malformed_reply,
     non_retryable_error,
-    retry_after_seconds,
     retryable_error,
+    status_error,
 )
 from checkpoint.format import Message, Role, ToolCall, ToolSpec, Usage
 
@@ -161,26 +161,8 @@ def decode_arguments(raw: Any) -> dict[str, Any]:
 
 
 def _status_error(exc: openai.APIStatusError) -> ApplicationError:
-    status = exc.status_code
-    message = f"openai returned {status}: {_provider_message(exc)}"
-    if is_retryable_status(status):
-        return retryable_error(
-            message, kind="ModelProviderRetryableError", retry_after=retry_after_seconds(exc.response.headers)
-        )
-    return non_retryable_error(message, kind="ModelProviderRequestError")
-
-
-def _provider_message(exc: openai.APIStatusError) -> str:
-    """The API's own explanation (``error.message``), else the SDK's text."""
-    body = exc.body  # the SDK already unwraps {"error": {...}}
-    if isinstance(body, dict):
-        error = body.get("error", body)
-        if isinstance(error, dict) and isinstance(error.get("message"), str):
-            return error["message"]
-    if isinstance(body, str) and body:
-        return body
-    return exc.message
+    return status_error("openai", exc.status_code, exc.body, exc.message, exc.response.headers)
 
 
 def _malformed(detail: str) -> ApplicationError:
-    return non_retryable_error(f"openai returned a malformed reply: {detail}", kind="ModelProviderMalformedReply")
+    return malformed_reply("openai", detail)
