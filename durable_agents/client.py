@@ -18,6 +18,7 @@ from temporalio.client import (
     WorkflowUpdateFailedError,
 )
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.converter import PayloadCodec
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -57,10 +58,15 @@ class AgentClient:
         store: CheckpointStore | str | None = None,
         namespace: str | None = None,
         task_queue: str = DEFAULT_TASK_QUEUE,
+        codec: PayloadCodec | None = None,
     ) -> AgentClient:
-        """Connect to Temporal (``temporalio.envconfig`` conventions) and open the store."""
+        """Connect to Temporal (``temporalio.envconfig`` conventions) and open the store.
+
+        ``codec`` (e.g. an encrypting ``PayloadCodec``) encodes every payload
+        this client and a worker built from it write to Temporal history.
+        """
         opened = store if isinstance(store, CheckpointStore) else open_store(store)
-        client = await connect(address, namespace)
+        client = await connect(address, namespace, codec=codec)
         return cls(client, opened, task_queue)
 
     # -- runs ----------------------------------------------------------------------
