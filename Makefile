@@ -19,6 +19,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	bash scripts/ensure-postgres.sh
+	bash scripts/ensure-chromium.sh
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)

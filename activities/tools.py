@@ -52,6 +52,8 @@ class ToolActivities:
             try:
                 content, kind = await self._run(inp)
             except asyncio.CancelledError:
+                if activity.is_worker_shutdown():
+                    raise  # not an abort: Temporal retries the call on another worker
                 # The run was aborted: this call's result is "cancelled" (unless it has one).
                 cancelled = Message.tool_result(inp.call, CANCELLED, is_error=True)
                 await asyncio.shield(self.deps.in_store(

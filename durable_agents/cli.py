@@ -1,154 +1,95 @@
-"""The ``durable-agents`` command line."""
+"""The ``durable-agents`` command line.
+
+Commands live in ``cli_*`` modules by concept: processes (``cli_server``), runs
+(``cli_runs``), approvals (``cli_approvals``), reading sessions
+(``cli_inspect``), forks (``cli_fork``) and store maintenance (``cli_store``).
+
+Exit codes: 0 done; 1 the operation failed (a run failed, a session is busy,
+nothing to approve, Temporal refused); 2 wrong usage (bad flags or values,
+malformed JSON, unknown session or step, configuration); 130 interrupted.
+Errors are one line on stderr (``DURABLE_AGENTS_DEBUG=1`` shows tracebacks).
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import sys
-import time
 from collections.abc import Sequence
 
-from checkpoint.errors import ConfigurationError, DurableAgentsError
-from checkpoint.stores import DEFAULT_STORE_URL, open_store
+from checkpoint.errors import CheckpointNotFoundError, ConfigurationError, DurableAgentsError
+from durable_agents import cli_approvals, cli_fork, cli_inspect, cli_runs, cli_server, cli_store
+from durable_agents.cli_common import STORE_ENV, default_store_url
 from durable_agents.connection import DEFAULT_TASK_QUEUE
 
-STORE_ENV = "DURABLE_AGENTS_STORE"
+DEBUG_ENV = "DURABLE_AGENTS_DEBUG"
+USAGE_ERRORS = (ConfigurationError, CheckpointNotFoundError)
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with its errors as one line (plus where to look), exit 2."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="durable-agents",
         description="Run LLM agents durably on Temporal. Temporal connection settings follow "
         "Temporal's own conventions (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, profiles).",
     )
     parser.add_argument("--address", help="Temporal address host:port (default: TEMPORAL_ADDRESS or localhost:7233)")
     parser.add_argument("--namespace", help="Temporal namespace (default: TEMPORAL_NAMESPACE or default)")
-    parser.add_argument("--store", default=os.environ.get(STORE_ENV, DEFAULT_STORE_URL),
-                        help=f"checkpoint store URL (default: ${STORE_ENV} or {DEFAULT_STORE_URL})")
+    parser.add_argument("--store", default=default_store_url(),
+                        help=f"checkpoint store URL (default: ${STORE_ENV} or {default_store_url()})")
     parser.add_argument("--task-queue", default=DEFAULT_TASK_QUEUE, help="Temporal task queue")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    server = sub.add_parser("server", help="run the embedded Temporal dev server with its UI")
-    _server_args(server)
-
-    worker = sub.add_parser("worker", help="run a worker for one or more agents")
-    worker.add_argument("--agent", action="append", required=True, metavar="MODULE:ATTR",
-                        help="an Agent (or list of Agents) to serve; repeatable")
-
-    dev = sub.add_parser("dev", help="embedded Temporal server + a worker in one process")
-    dev.add_argument("--agent", action="append", required=True, metavar="MODULE:ATTR")
-    _server_args(dev)
-
-    run = sub.add_parser("run", help="send input to an agent and wait for the run")
-    run.add_argument("agent", help="agent name, or MODULE:ATTR of an Agent")
-    run.add_argument("input", nargs="*", help="user message(s); none resumes the session")
-    run.add_argument("--session", help="session id (default: a new one)")
-    run.add_argument("--model", help="run on another model, e.g. anthropic:claude-sonnet-4-5")
-    run.add_argument("--json", action="store_true", help="print the result as JSON")
-
-    demo = sub.add_parser("demo", help="start everything, run the example agent, stop everything")
-    demo.add_argument("--model", help="run the example on a real model (needs its API key)")
-    demo.add_argument("--keep-running", action="store_true", help="leave server and UI up until Ctrl-C")
+    for module in (cli_server, cli_runs, cli_approvals, cli_inspect, cli_fork, cli_store):
+        module.register(sub)
     return parser
 
 
-def _server_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--port", type=int, help="gRPC port (default 7233, or a free one)")
-    p.add_argument("--ui-port", type=int, help="UI port (default port+1000)")
-    p.add_argument("--db-file", default=".durable-agents/temporal.db", help="Temporal's SQLite file")
-    p.add_argument("--headless", action="store_true", help="no web UI")
-
-
-async def _cmd_server(args: argparse.Namespace) -> int:
-    from durable_agents.devserver import DevServer
-
-    server = _dev_server(args)
-    async with server:
-        print(f"Temporal dev server at {server.address}" + (f", UI {server.ui_url}" if server.ui else ""))
-        print("Ctrl-C to stop.")
-        await asyncio.to_thread(server.wait)
-    return 0
-
-
-def _dev_server(args: argparse.Namespace):
-    from pathlib import Path
-
-    from durable_agents.devserver import DevServer
-
-    return DevServer(port=args.port, ui_port=args.ui_port, ui=not args.headless,
-                     db_file=Path(args.db_file) if args.db_file else None)
-
-
-async def _run_worker(args: argparse.Namespace, address: str | None) -> int:
-    from durable_agents.connection import connect
-    from durable_agents.loading import load_agents
-    from durable_agents.worker import build_worker
-
-    agents = [a for spec in args.agent for a in load_agents(spec)]
-    store = open_store(args.store)
-    client = await connect(address, args.namespace)
-    worker = build_worker(client, agents=agents, store=store, task_queue=args.task_queue)
-    names = ", ".join(a.name for a in agents)
-    print(f"worker for {names} on task queue {args.task_queue!r}, store {args.store}", flush=True)
-    await worker.run()
-    return 0
-
-
-async def _cmd_dev(args: argparse.Namespace) -> int:
-    server = _dev_server(args)
-    async with server:
-        print(f"Temporal dev server at {server.address}, UI {server.ui_url}", flush=True)
-        return await _run_worker(args, server.address)
-
-
-async def _cmd_run(args: argparse.Namespace) -> int:
-    import uuid
-
-    from durable_agents.client import AgentClient
-    from durable_agents.loading import load_agents
-    from durable_agents.render import render_transcript
-
-    name = load_agents(args.agent)[0].name if ":" in args.agent else args.agent
-    session = args.session or f"{name}-{uuid.uuid4().hex[:8]}"
-    client = await AgentClient.connect(args.address, store=args.store, namespace=args.namespace,
-                                       task_queue=args.task_queue)
-    started = time.perf_counter()
-    result = await client.send(name, args.input, session_id=session, model=args.model)
-    if args.json:
-        print(result.model_dump_json(by_alias=True, exclude_none=True, indent=2))
-        return 0
-    print(render_transcript(result.messages))
-    print(f"\nsession {session}: {result.finish_reason}, {result.steps} steps, "
-          f"{len(result.tool_calls)} tool calls, {result.usage.input_tokens}+"
-          f"{result.usage.output_tokens} tokens, {time.perf_counter() - started:.2f}s")
-    return 0
-
-
-async def _cmd_demo(args: argparse.Namespace) -> int:
-    from durable_agents.demo import run_demo
-
-    return await run_demo(model=args.model, keep_running=args.keep_running, store_url=args.store)
-
-
-COMMANDS = {"server": _cmd_server, "dev": _cmd_dev, "run": _cmd_run, "demo": _cmd_demo,
-            "worker": lambda a: _run_worker(a, a.address)}
+async def _dispatch(args: argparse.Namespace) -> int:
+    try:
+        return await args.func(args)
+    finally:
+        store = getattr(args, "_store", None)
+        if store is not None:
+            store.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    args = build_parser().parse_args(argv)
+    command = _dispatch(args)
     try:
-        return asyncio.run(COMMANDS[args.command](args))
-    except ConfigurationError as e:  # wrong usage or setup: like argparse, exit 2
-        print(f"durable-agents: error: {e.message}", file=sys.stderr)
-        return 2
+        return asyncio.run(command)
+    except USAGE_ERRORS as e:  # wrong usage or setup: like argparse, exit 2
+        return _fail(e.message, 2)
     except DurableAgentsError as e:
-        print(f"durable-agents: error: {e.message}", file=sys.stderr)
-        return 1
+        return _fail(e.message, 1)
     except KeyboardInterrupt:
         return 130
+    except Exception as e:  # noqa: BLE001 - one line, not a traceback (unless debugging)
+        if os.environ.get(DEBUG_ENV):
+            raise
+        return _fail(_describe(e), 1)
+    finally:
+        command.close()  # never awaited if asyncio.run refused to start (a no-op once run)
+
+
+def _fail(message: str, code: int) -> int:
+    print(f"durable-agents: error: {' '.join(str(message).split())}", file=sys.stderr)
+    return code
+
+
+def _describe(error: Exception) -> str:
+    from temporalio.service import RPCError
+
+    if isinstance(error, RPCError):
+        return f"Temporal refused the request ({error.status.name}): {error.message}"
+    return f"{type(error).__name__}: {error} (set {DEBUG_ENV}=1 for the traceback)"
 
 
 def entry() -> None:

@@ -56,10 +56,10 @@ class ApprovalNotPendingError(DurableAgentsError):
 
     def __init__(self, session_id: str, approval_id: str | None, pending: str | None, *,
                  detail: str | None = None) -> None:
-        what = f"approval {approval_id}" if approval_id else "an approval"
+        what = f"no approval {approval_id}" if approval_id else "no approval"
         waiting = f"; pending: {pending}" if pending else "; nothing is pending"
         super().__init__(detail and f"session {session_id!r}: {detail}"
-                         or f"session {session_id!r} has no {what} to decide{waiting}")
+                         or f"session {session_id!r} has {what} to decide{waiting}")
         self.session_id = session_id
         self.approval_id = approval_id
         self.pending_approval_id = pending

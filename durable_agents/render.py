@@ -1,10 +1,14 @@
-"""Human-readable rendering of transcripts for the CLI."""
+"""Human-readable rendering for the CLI: transcripts, checkpoints, approvals, tables."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from typing import Any
 
-from checkpoint.format import Message, Role
+from checkpoint.format import Checkpoint, HistoryEntry, Message, Role, SessionSummary, ToolCall
+from checkpoint.transcript import pending_tool_calls
 
 _WIDTH = 100
 
@@ -14,22 +18,146 @@ def _short(text: str, width: int = _WIDTH) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def render_message(message: Message) -> list[str]:
+def _args(arguments: dict[str, Any], width: int = 60) -> str:
+    return _short(json.dumps(arguments, separators=(",", ":"), ensure_ascii=False, default=str), width)
+
+
+def call_text(call: ToolCall, width: int = 60) -> str:
+    return f"{call.name}({_args(call.arguments, width)}) [{call.id}]"
+
+
+def render_message(message: Message, marks: dict[str, str] | None = None) -> list[str]:
+    """One message as lines; ``marks`` annotates tool calls by id (e.g. awaiting approval)."""
     if message.role == Role.SYSTEM:
         return [f"  system     {_short(message.content or '')}"]
     if message.role == Role.USER:
         return [f"  user       {_short(message.content or '')}"]
     if message.role == Role.TOOL:
-        mark = "✗" if message.is_error else "→"
-        return [f"  {mark} result   {message.tool_name} [{message.tool_call_id}] {_short(message.content or '', 70)}"]
+        mark, label = ("✗", "error ") if message.is_error else ("→", "result")
+        return [f"  {mark} {label}   {message.tool_name} [{message.tool_call_id}] {_short(message.content or '', 70)}"]
     lines = []
     if message.content:
         lines.append(f"  assistant  {_short(message.content)}")
     for call in message.tool_calls or []:
-        args = json.dumps(call.arguments, separators=(",", ":"))
-        lines.append(f"  ⚙ tool     {call.name}({_short(args, 60)}) [{call.id}]")
+        note = (marks or {}).get(call.id)
+        lines.append(f"  ⚙ tool     {call_text(call)}" + (f"  {note}" if note else ""))
     return lines or ["  assistant  (empty)"]
 
 
-def render_transcript(messages: list[Message]) -> str:
-    return "\n".join(line for m in messages for line in render_message(m))
+def render_transcript(messages: list[Message], *, start: int = 0, steps: bool = False,
+                      marks: dict[str, str] | None = None) -> str:
+    """``messages[start:]``; with ``steps``, a header before each assistant turn (counted from 1)."""
+    lines: list[str] = []
+    step = sum(1 for m in messages[:start] if m.role == Role.ASSISTANT)
+    for message in messages[start:]:
+        if steps and message.role == Role.ASSISTANT:
+            step += 1
+            lines.append(f"── step {step}")
+        lines += render_message(message, marks)
+    return "\n".join(lines)
+
+
+# -- times -------------------------------------------------------------------------------
+def when(moment: datetime | None, *, now: datetime | None = None) -> str:
+    """Local time plus age: ``2025-03-01 14:02:11 (3m ago)``."""
+    if moment is None:
+        return "-"
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    now = now or datetime.now(timezone.utc)
+    return f"{moment.astimezone().strftime('%Y-%m-%d %H:%M:%S')} ({age(now - moment)} ago)"
+
+
+def age(delta: Any) -> str:
+    seconds = max(0, int(delta.total_seconds()))
+    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+# -- approvals -------------------------------------------------------------------------------
+def pending_lines(pending: Any, *, decide: str | None = None) -> list[str]:
+    """A pending approval (``PendingApproval``): the call, what follows, how to decide."""
+    call = ToolCall(id=pending.tool_call_id, name=pending.tool_name, arguments=pending.arguments)
+    lines = [f"awaiting approval {pending.approval_id} since {when(pending.requested_at)}:",
+             f"  ⏸ {call_text(call, 200)}"]
+    if getattr(pending, "timeout_at", None):
+        lines.append(f"  rejected automatically at {when(pending.timeout_at).split(' (')[0]} if undecided")
+    for later in pending.remaining_tool_calls or []:
+        lines.append(f"  then: {call_text(later)}")
+    if decide:
+        lines += [f"approve: {decide} approve {pending.session_id} --approval-id {pending.approval_id}",
+                  f"reject:  {decide} reject {pending.session_id} --approval-id {pending.approval_id} "
+                  "--note 'why'"]
+    return lines
+
+
+def approval_marks(pending: Any | None) -> dict[str, str]:
+    marks = {}
+    if pending is not None:
+        marks[pending.tool_call_id] = f"⏸ awaiting approval {pending.approval_id}"
+        for later in pending.remaining_tool_calls or []:
+            marks[later.id] = "… waits for the approval"
+    return marks
+
+
+# -- whole checkpoints -----------------------------------------------------------------------
+def render_checkpoint(checkpoint: Checkpoint, pending: Any | None = None, *, decide: str | None = None) -> str:
+    """What ``show`` prints: the session's header, its turns, its pending approval."""
+    cp = checkpoint
+    status = cp.status.value + (f" ({cp.finish_reason.value})" if cp.finish_reason else "")
+    head = [
+        f"session   {cp.session_id}",
+        f"agent     {cp.agent or '-'}" + (f"  model {cp.run_config.model}" if cp.run_config else ""),
+        f"status    {status}",
+        f"step      {cp.step_index}   messages {len(cp.messages)}   tokens "
+        f"{cp.usage.input_tokens}+{cp.usage.output_tokens} in {cp.usage.requests} requests",
+        f"updated   {when(cp.updated_at)}",
+    ]
+    if cp.business_state is not None:
+        head.append(f"state     {_short(json.dumps(cp.business_state, default=str), 90)}")
+    marks = {c.id: "… no result yet" for c in pending_tool_calls(cp.messages)[0]}
+    marks.update(approval_marks(pending))
+    lines = [*head, "", render_transcript(cp.messages, steps=True, marks=marks)]
+    if cp.pending_input:
+        lines += ["", "queued input (sent once the pending calls have results):"]
+        lines += [f"  user       {_short(m.content or '')}" for m in cp.pending_input]
+    if pending is not None:
+        lines += ["", *pending_lines(pending, decide=decide)]
+    return "\n".join(lines)
+
+
+# -- tables ------------------------------------------------------------------------------------
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    cells = [[str(c) for c in headers], *[["-" if c is None else str(c) for c in r] for r in rows]]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells)
+
+
+def sessions_table(sessions: Sequence[SessionSummary]) -> str:
+    rows = [(s.session_id, s.agent, s.status.value, s.step_index, when(s.updated_at), s.approval_id)
+            for s in sessions]
+    return table(("SESSION", "AGENT", "STATUS", "STEP", "UPDATED", "PENDING APPROVAL"), rows)
+
+
+def approvals_table(pendings: Sequence[Any]) -> str:
+    rows = [(p.session_id, p.agent, p.tool_name, _args(p.arguments, 40), p.approval_id, when(p.requested_at))
+            for p in pendings]
+    return table(("SESSION", "AGENT", "TOOL", "ARGUMENTS", "APPROVAL ID", "SINCE"), rows)
+
+
+def history_table(entries: Sequence[HistoryEntry]) -> str:
+    rows = []
+    for e in entries:
+        last = e.checkpoint.messages[-1] if e.checkpoint.messages else None
+        rows.append((e.step, when(e.saved_at), e.status.value, len(e.checkpoint.messages),
+                     _last_line(last)))
+    return table(("STEP", "SAVED", "STATUS", "MESSAGES", "LAST MESSAGE"), rows)
+
+
+def _last_line(message: Message | None) -> str:
+    if message is None:
+        return "-"
+    rendered = render_message(message)[-1].strip()
+    return _short(rendered, 70)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import timedelta
 
 from temporalio.client import Client
 from temporalio.worker import Worker
@@ -29,6 +30,7 @@ def build_worker(
     allow_memory_store: bool = False,
     providers: dict[str, ModelProvider] | None = None,
     max_concurrent_activities: int = 200,
+    graceful_shutdown_timeout: timedelta = timedelta(seconds=10),
 ) -> Worker:
     """A Temporal worker that runs ``agents`` with ``store`` as their checkpoint store."""
     if not store.durable and not allow_memory_store:
@@ -51,4 +53,7 @@ def build_worker(
             restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH)
         ),
         max_concurrent_activities=max_concurrent_activities,
+        # On shutdown, running tools get this long to finish before they are
+        # cancelled (and then retried elsewhere, not recorded as cancelled).
+        graceful_shutdown_timeout=graceful_shutdown_timeout,
     )

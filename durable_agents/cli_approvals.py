@@ -1,0 +1,126 @@
+"""Approvals: ``approve``, ``reject``, ``approvals``."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from datetime import datetime
+from typing import Any
+
+from pydantic import Field
+
+from activities.contracts import PendingApproval
+from checkpoint.format import CheckpointStatus, FormatModel, Message, Role, ToolCall
+from durable_agents.cli_common import (
+    UsageError,
+    add_wait_flags,
+    client_of,
+    live_run,
+    parse_json_object,
+    print_json,
+    store_of,
+    unknown_session,
+)
+from durable_agents.cli_runs import print_outcome, wait_for
+from durable_agents.errors import ApprovalNotPendingError
+from durable_agents.outcomes import pending_from_store
+from durable_agents.render import approvals_table
+
+
+class ApprovalView(FormatModel):
+    """A pending approval in the documented (camelCase) format, as ``approvals --json`` prints it."""
+
+    session_id: str
+    agent: str
+    approval_id: str
+    tool_name: str
+    tool_call_id: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    requested_at: datetime
+    remaining_tool_calls: list[ToolCall] = Field(default_factory=list)
+    timeout_at: datetime | None = None
+
+    @classmethod
+    def of(cls, pending: PendingApproval) -> ApprovalView:
+        return cls(**pending.model_dump())
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    approve = sub.add_parser("approve", help="approve (or --reject) a session's pending tool call; "
+                             "prints what the run did next")
+    _decision_args(approve)
+    approve.add_argument("--reject", action="store_true", help="reject instead of approving")
+    approve.add_argument("--arguments", metavar="JSON",
+                         help="run the approved call with these arguments instead (a JSON object)")
+    approve.set_defaults(func=cmd_decide)
+
+    reject = sub.add_parser("reject", help="reject a session's pending tool call")
+    _decision_args(reject)
+    reject.set_defaults(func=cmd_decide, reject=True, arguments=None)
+
+    approvals = sub.add_parser("approvals", help="list the tool calls waiting for a decision, across sessions")
+    approvals.add_argument("--agent", help="only this agent's sessions")
+    approvals.add_argument("--json", action="store_true", help="print them as a JSON list")
+    approvals.set_defaults(func=cmd_approvals)
+
+
+def _decision_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("session")
+    parser.add_argument("--approval-id", metavar="ID",
+                        help="the approval to decide (default: the one pending); a different one is refused")
+    parser.add_argument("--note", metavar="TEXT", help="a note recorded with the decision (the model sees it)")
+    parser.add_argument("--json", action="store_true", help="print the run's next outcome as JSON")
+    add_wait_flags(parser)
+
+
+def _turn_start(messages: list[Message], tool_call_id: str) -> int:
+    """Position of the assistant turn that made the call (where the transcript tail starts)."""
+    for i in range(len(messages) - 1, -1, -1):
+        m = messages[i]
+        if m.role == Role.ASSISTANT and any(c.id == tool_call_id for c in m.tool_calls or []):
+            return i
+    return 0
+
+
+async def cmd_decide(args: argparse.Namespace) -> int:
+    if args.reject and args.arguments is not None:
+        raise UsageError("--arguments overrides an approved call's arguments; it cannot go with --reject")
+    arguments = parse_json_object(args.arguments, "--arguments") if args.arguments is not None else None
+    client = await client_of(args)
+    pending = await client.pending_approval(args.session)
+    if pending is None:
+        header = store_of(args).load_header(args.session)
+        if header is None and not await live_run(client, args.session):
+            raise unknown_session(args, args.session)
+        status = header.status.value if header is not None else "running"
+        raise ApprovalNotPendingError(args.session, args.approval_id, None,
+                                      detail=f"no tool call is waiting for approval (status {status})")
+    approval_id = args.approval_id or pending.approval_id
+    verb = "rejected" if args.reject else "approved"
+    started = time.perf_counter()
+    result = await wait_for(args, args.session, client.approve(
+        args.session, approval_id, approved=not args.reject, note=args.note, arguments=arguments))
+    if not args.json:
+        note = f" with note {args.note!r}" if args.note else ""
+        changed = f" and arguments {args.arguments}" if arguments is not None else ""
+        print(f"{verb} {pending.tool_name} [{pending.tool_call_id}] (approval {approval_id}){note}{changed}\n")
+    await print_outcome(args, result, start=_turn_start(result.messages, pending.tool_call_id),
+                        started=started)
+    return 0
+
+
+async def cmd_approvals(args: argparse.Namespace) -> int:
+    store = store_of(args)
+    found = []
+    for summary in store.list_sessions(status=CheckpointStatus.AWAITING_APPROVAL, agent=args.agent):
+        pending = pending_from_store(store, summary.session_id)
+        if pending is not None:
+            found.append(pending)
+    found.sort(key=lambda p: p.requested_at)
+    if args.json:
+        print_json([ApprovalView.of(p).to_dict() for p in found])
+    elif not found:
+        print("no approvals waiting")
+    else:
+        print(approvals_table(found))
+    return 0

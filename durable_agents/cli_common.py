@@ -1,0 +1,198 @@
+"""What every CLI command shares: the store, the client, argument parsing, JSON output."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shlex
+import sys
+from datetime import timedelta
+from typing import Any
+from urllib.parse import quote
+
+from checkpoint.errors import CheckpointNotFoundError, ConfigurationError
+from checkpoint.format import Checkpoint, CheckpointHeader
+from checkpoint.stores import DEFAULT_STORE_URL, open_store, redact
+from checkpoint.stores.base import CheckpointStore
+from durable_agents.connection import DEFAULT_TASK_QUEUE
+
+STORE_ENV = "DURABLE_AGENTS_STORE"
+UI_ENV = "DURABLE_AGENTS_UI_URL"
+DEFAULT_ADDRESS = "localhost:7233"
+DEFAULT_UI_URL = "http://localhost:8233"
+_LOCAL_DEFAULTS = {"localhost:7233", "127.0.0.1:7233", "[::1]:7233"}
+
+
+class UsageError(ConfigurationError):
+    """A malformed argument value: like argparse's own errors, exit 2."""
+
+
+def default_store_url() -> str:
+    return os.environ.get(STORE_ENV, DEFAULT_STORE_URL)
+
+
+# -- store and client ------------------------------------------------------------------
+def store_of(args: argparse.Namespace) -> CheckpointStore:
+    """The store named by ``--store`` (opened once per command)."""
+    store = getattr(args, "_store", None)
+    if store is None:
+        store = open_store(args.store)
+        args._store = store
+    return store
+
+
+async def client_of(args: argparse.Namespace):
+    from durable_agents.client import AgentClient
+
+    client = getattr(args, "_client", None)
+    if client is None:
+        client = await AgentClient.connect(args.address, store=store_of(args), namespace=args.namespace,
+                                           task_queue=args.task_queue)
+        args._client = client
+    return client
+
+
+def unknown_session(args: argparse.Namespace, session_id: str) -> CheckpointNotFoundError:
+    return CheckpointNotFoundError(
+        f"no session {session_id!r} in store {redact(args.store)} (`durable-agents sessions` lists them)",
+        session_id=session_id)
+
+
+def load_header(args: argparse.Namespace, session_id: str) -> CheckpointHeader:
+    header = store_of(args).load_header(session_id)
+    if header is None:
+        raise unknown_session(args, session_id)
+    return header
+
+
+def load_checkpoint(args: argparse.Namespace, session_id: str) -> Checkpoint:
+    checkpoint = store_of(args).load(session_id)
+    if checkpoint is None:
+        raise unknown_session(args, session_id)
+    return checkpoint
+
+
+async def live_run(client, session_id: str) -> bool:
+    """Whether the session's workflow is open (running)."""
+    from temporalio.client import WorkflowExecutionStatus
+    from temporalio.service import RPCError, RPCStatusCode
+
+    try:
+        description = await client.temporal.get_workflow_handle(session_id).describe()
+    except RPCError as e:
+        if e.status == RPCStatusCode.NOT_FOUND:
+            return False
+        raise
+    return description.status == WorkflowExecutionStatus.RUNNING
+
+
+# -- argument values ---------------------------------------------------------------------
+def parse_json(text: str, flag: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as e:
+        raise UsageError(f"{flag}: malformed JSON ({getattr(e, 'msg', e)}) in {text!r}; "
+                         "quote strings as JSON too, e.g. '\"text\"'") from None
+
+
+def parse_json_object(text: str, flag: str) -> dict[str, Any]:
+    value = parse_json(text, flag)
+    if not isinstance(value, dict):
+        raise UsageError(f"{flag}: expected a JSON object, got {text!r}")
+    return value
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd])\s*$")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+
+
+def duration(text: str) -> timedelta:
+    """argparse type: ``90s``, ``15m``, ``12h``, ``30d``."""
+    match = _DURATION.match(text)
+    if not match:
+        raise argparse.ArgumentTypeError(
+            f"invalid duration {text!r}: write a number and a unit s, m, h or d, e.g. 30d")
+    return timedelta(**{_UNITS[match.group(2)]: float(match.group(1))})
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid count {text!r}: expected a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"invalid count {text!r}: expected 1 or more")
+    return value
+
+
+def step_number(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid step {text!r}: expected a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"invalid step {text!r}: steps count from 0")
+    return value
+
+
+# -- waiting commands: progress and the Temporal UI link ------------------------------------
+def add_wait_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                        help="live progress on stderr (default: on when stderr is a terminal)")
+    add_ui_flag(parser)
+
+
+def add_ui_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--ui-url", default=os.environ.get(UI_ENV),
+                        help=f"Temporal UI base URL for run links (default: ${UI_ENV}, or "
+                        f"{DEFAULT_UI_URL} when Temporal is the default local one)")
+
+
+def progress_wanted(args: argparse.Namespace) -> bool:
+    flag = getattr(args, "progress", None)
+    return flag if flag is not None else sys.stderr.isatty()
+
+
+def resolved_target(args: argparse.Namespace) -> tuple[str, str]:
+    """(address, namespace) the client uses, without connecting."""
+    address, namespace = args.address, args.namespace
+    if not address or not namespace:
+        try:
+            from temporalio.envconfig import ClientConfig
+
+            config = ClientConfig.load_client_connect_config()
+        except Exception:  # noqa: BLE001 - a broken config file surfaces when connecting
+            config = {}
+        address = address or config.get("target_host") or DEFAULT_ADDRESS
+        namespace = namespace or config.get("namespace") or "default"
+    return address, namespace
+
+
+def ui_link(args: argparse.Namespace, session_id: str) -> str | None:
+    """``<ui>/namespaces/<ns>/workflows/<session>`` when the UI address is known."""
+    address, namespace = resolved_target(args)
+    ui = getattr(args, "ui_url", None) or (DEFAULT_UI_URL if address in _LOCAL_DEFAULTS else None)
+    if not ui:
+        return None
+    return f"{ui.rstrip('/')}/namespaces/{quote(namespace, safe='')}/workflows/{quote(session_id, safe='')}"
+
+
+def command_prefix(args: argparse.Namespace) -> str:
+    """``durable-agents`` plus the global flags given, to print commands users can paste."""
+    parts = ["durable-agents"]
+    if args.address:
+        parts += ["--address", args.address]
+    if args.namespace:
+        parts += ["--namespace", args.namespace]
+    if args.store != default_store_url():
+        parts += ["--store", args.store]
+    if args.task_queue != DEFAULT_TASK_QUEUE:
+        parts += ["--task-queue", args.task_queue]
+    return shlex.join(parts)
+
+
+# -- output --------------------------------------------------------------------------------
+def print_json(value: Any) -> None:
+    print(json.dumps(value, indent=2, ensure_ascii=False, default=str))

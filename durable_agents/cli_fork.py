@@ -1,0 +1,162 @@
+"""``fork``: a new session from a kept step of another, optionally patched and resumed.
+
+The fork itself runs as a Temporal workflow + activity on a worker that holds
+the store (``AgentClient.fork``), so it is recorded and visible in the UI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+
+from checkpoint.errors import CheckpointNotFoundError
+from checkpoint.fork import Patch, ToolResultPatch, apply_tool_result
+from checkpoint.format import FormatModel, Message
+from checkpoint.stores.base import get_checkpoint_history
+from durable_agents.cli_common import (
+    UsageError,
+    add_wait_flags,
+    client_of,
+    command_prefix,
+    parse_json,
+    step_number,
+    store_of,
+    ui_link,
+)
+from durable_agents.cli_runs import print_outcome, wait_for
+from durable_agents.outcomes import RunResult
+
+_MESSAGES = TypeAdapter(list[Message])
+
+
+class ForkMade(FormatModel):
+    """What ``fork --json`` prints."""
+
+    session_id: str
+    source_session_id: str
+    step: int
+    agent: str | None = None
+    message_count: int
+    result: RunResult | None = None
+    """The resumed fork's outcome (with ``--resume``)."""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    fork = sub.add_parser(
+        "fork", help="start a new session from a kept step of another (see `history`), optionally patched",
+        description="Patches apply in this order: --messages-file, --business-state, --tool-result, "
+        "--append-input. The fork runs as a Temporal workflow on a worker holding the store.")
+    fork.add_argument("session")
+    fork.add_argument("--from-step", type=step_number, required=True, metavar="N",
+                      help="the step to fork from (its newest kept checkpoint)")
+    fork.add_argument("--tool-result", action="append", default=[], metavar="CALL_ID=JSON",
+                      help="the result a tool call should have had (JSON; quote text as '\"text\"'); repeatable")
+    fork.add_argument("--append-input", action="append", metavar="TEXT",
+                      help="a user message sent after any pending tool calls; repeatable")
+    fork.add_argument("--business-state", metavar="JSON", help="replace the business state (JSON)")
+    fork.add_argument("--messages-file", type=Path, metavar="F",
+                      help="replace the transcript: a JSON list of messages, or a checkpoint (show --json)")
+    fork.add_argument("--new-session-id", metavar="ID", help="the fork's id (default: SESSION.fork-<n>)")
+    fork.add_argument("--resume", action="store_true", help="run the fork at once and wait for its outcome")
+    fork.add_argument("--json", action="store_true", help="print the fork (and its outcome) as JSON")
+    add_wait_flags(fork)
+    fork.set_defaults(func=cmd_fork)
+
+
+# -- patch arguments ------------------------------------------------------------------------
+def tool_results(values: list[str]) -> list[ToolResultPatch]:
+    results = []
+    for value in values:
+        call_id, sep, raw = value.partition("=")
+        if not sep or not call_id.strip():
+            raise UsageError(f"--tool-result {value!r}: write it as CALL_ID=JSON, e.g. call_1='{{\"ok\": true}}'")
+        results.append(ToolResultPatch(tool_call_id=call_id.strip(),
+                                       result=parse_json(raw, f"--tool-result {call_id.strip()}")))
+    return results
+
+
+def messages_file(path: Path) -> list[Message]:
+    try:
+        data: Any = json.loads(path.read_text())
+    except OSError as e:
+        raise UsageError(f"--messages-file {str(path)!r}: cannot read it ({e.strerror})") from None
+    except ValueError as e:
+        raise UsageError(f"--messages-file {str(path)!r}: malformed JSON ({e})") from None
+    if isinstance(data, dict) and "messages" in data:
+        data = data["messages"]
+    try:
+        return _MESSAGES.validate_python(data)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise UsageError(f"--messages-file {str(path)!r}: not a list of messages ({where}: {first['msg']})") from None
+
+
+def build_patch(args: argparse.Namespace) -> Patch:
+    fields: dict[str, Any] = {}
+    if args.messages_file is not None:
+        fields["messages"] = messages_file(args.messages_file)
+    if args.business_state is not None:
+        fields["business_state"] = parse_json(args.business_state, "--business-state")
+    results = tool_results(args.tool_result)
+    if len(results) == 1:
+        fields["tool_result"] = results[0]
+    elif results:  # the patch carries one result: apply several to the step's transcript here
+        fields["messages"] = _with_results(args, fields.get("messages"), results)
+    if args.append_input:
+        fields["append_input"] = args.append_input[0] if len(args.append_input) == 1 else args.append_input
+    return Patch(**fields)
+
+
+def _with_results(args: argparse.Namespace, messages: list[Message] | None,
+                  results: list[ToolResultPatch]) -> list[Message]:
+    if messages is None:
+        entries = get_checkpoint_history(store_of(args), args.session) or []
+        found = next((e.checkpoint for e in entries if e.step == args.from_step), None)
+        if found is None:
+            kept = ", ".join(str(s) for s in sorted({e.step for e in entries})) or "none"
+            raise CheckpointNotFoundError(
+                f"session {args.session!r} has no checkpoint for step {args.from_step} in store "
+                f"{args.store}: kept steps {kept}", session_id=args.session)
+        messages = found.messages
+    for result in results:
+        messages = apply_tool_result(messages, result)
+    return messages
+
+
+# -- the command ------------------------------------------------------------------------------
+async def cmd_fork(args: argparse.Namespace) -> int:
+    patch = build_patch(args)  # argument errors first, before any connection
+    client = await client_of(args)
+    made = await client.fork(args.session, args.from_step, patch, args.new_session_id)
+    view = ForkMade(session_id=made.session_id, source_session_id=args.session, step=made.step,
+                    agent=made.agent, message_count=made.message_count)
+    prefix = command_prefix(args)
+    if not args.json:
+        print(f"forked {args.session} at step {made.step} into {made.session_id} "
+              f"({made.message_count} messages, status in-progress)")
+    if not args.resume:
+        if args.json:
+            print(view.model_dump_json(by_alias=True, exclude_none=True, indent=2))
+        else:
+            print(f"show it:   {prefix} show {made.session_id}\nresume it: {prefix} resume {made.session_id}")
+        return 0
+    header = store_of(args).load_header(made.session_id)
+    started = time.perf_counter()
+    result = await wait_for(args, made.session_id, client.resume(made.session_id, agent=made.agent))
+    if args.json:
+        view.result = result
+        print(view.model_dump_json(by_alias=True, exclude_none=True, indent=2))
+        if link := ui_link(args, made.session_id):
+            print(f"Temporal UI: {link}", file=sys.stderr)
+        return 0
+    print()
+    start = header.run_start_index if header is not None and header.run_start_index is not None else 0
+    await print_outcome(args, result, start=start, started=started)
+    return 0

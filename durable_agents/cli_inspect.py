@@ -1,0 +1,103 @@
+"""Reading sessions from the store: ``sessions``, ``show``, ``history``, ``diff``.
+
+These read the checkpoint store only (no Temporal connection needed); ``--json``
+prints the documented checkpoint format (camelCase), parseable back with the
+``checkpoint.format`` models.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from checkpoint.compare import compare_trajectories, format_comparison
+from checkpoint.format import CheckpointStatus
+from durable_agents.cli_common import (
+    add_ui_flag,
+    command_prefix,
+    load_checkpoint,
+    positive_int,
+    print_json,
+    store_of,
+    ui_link,
+    unknown_session,
+)
+from durable_agents.outcomes import pending_from_store
+from durable_agents.render import history_table, render_checkpoint, sessions_table
+
+STATUSES = [s.value for s in CheckpointStatus]
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    sessions = sub.add_parser("sessions", help="list sessions (newest first)")
+    sessions.add_argument("--status", choices=STATUSES, help="only sessions with this status")
+    sessions.add_argument("--agent", help="only this agent's sessions")
+    sessions.add_argument("--json", action="store_true", help="print them as a JSON list (SessionSummary)")
+    sessions.set_defaults(func=cmd_sessions)
+
+    show = sub.add_parser("show", help="a session's transcript: turns, tool calls, results, pending approval")
+    show.add_argument("session")
+    show.add_argument("--json", action="store_true", help="print the checkpoint (the documented format)")
+    add_ui_flag(show)
+    show.set_defaults(func=cmd_show)
+
+    history = sub.add_parser("history", help="a session's kept checkpoints, newest first (fork from any step)")
+    history.add_argument("session")
+    history.add_argument("--limit", type=positive_int, metavar="N", help="at most N entries")
+    history.add_argument("--json", action="store_true", help="print a JSON list of history entries")
+    history.set_defaults(func=cmd_history)
+
+    diff = sub.add_parser("diff", help="compare two sessions' trajectories: where they diverge, how they drift")
+    diff.add_argument("a", metavar="A", help="a session id")
+    diff.add_argument("b", metavar="B", help="another session id")
+    diff.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    diff.set_defaults(func=cmd_diff)
+
+
+async def cmd_sessions(args: argparse.Namespace) -> int:
+    found = store_of(args).list_sessions(status=args.status and CheckpointStatus(args.status), agent=args.agent)
+    if args.json:
+        print_json([s.to_dict() for s in found])
+    elif not found:
+        print("no sessions" + (" matching" if args.status or args.agent else ""))
+    else:
+        print(sessions_table(found))
+    return 0
+
+
+async def cmd_show(args: argparse.Namespace) -> int:
+    checkpoint = load_checkpoint(args, args.session)
+    if args.json:
+        print(checkpoint.to_json())
+        return 0
+    pending = pending_from_store(store_of(args), args.session)
+    print(render_checkpoint(checkpoint, pending, decide=command_prefix(args)))
+    link = ui_link(args, args.session)
+    if link:
+        print(f"Temporal UI: {link}")
+    return 0
+
+
+async def cmd_history(args: argparse.Namespace) -> int:
+    store = store_of(args)
+    entries = store.history(args.session, args.limit)
+    if not entries and store.load_header(args.session) is None:
+        raise unknown_session(args, args.session)
+    if args.json:
+        print_json([e.to_dict() for e in entries])
+    elif not entries:
+        print(f"session {args.session} has no kept history")
+    else:
+        print(history_table(entries))
+        print(f"\nfork from a step: {command_prefix(args)} fork {args.session} --from-step N")
+    return 0
+
+
+async def cmd_diff(args: argparse.Namespace) -> int:
+    a, b = load_checkpoint(args, args.a), load_checkpoint(args, args.b)
+    comparison = compare_trajectories(a, b)
+    if args.json:
+        print(comparison.to_json())
+    else:
+        print(f"a: {args.a}\nb: {args.b}")
+        print(format_comparison(comparison))
+    return 0

@@ -1,0 +1,126 @@
+"""Runs: ``run``, ``resume``, ``cancel``, and how every waiting command prints an outcome."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import uuid
+from collections.abc import Awaitable
+
+from checkpoint.format import CheckpointStatus
+from durable_agents.cli_common import (
+    add_wait_flags,
+    client_of,
+    command_prefix,
+    progress_wanted,
+    store_of,
+    ui_link,
+    unknown_session,
+)
+from durable_agents.outcomes import RunResult
+from durable_agents.progress import Progress
+from durable_agents.render import approval_marks, pending_lines, render_transcript
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    run = sub.add_parser("run", help="send input to an agent and wait for the run")
+    run.add_argument("agent", help="agent name, or MODULE:ATTR of an Agent")
+    run.add_argument("input", nargs="*", default=[], help="user message(s); none resumes the session")
+    run.add_argument("--session", help="session id (default: a new one)")
+    run.add_argument("--model", help="run on another model, e.g. anthropic:claude-sonnet-4-5")
+    run.add_argument("--interrupt", action="store_true",
+                     help="abort the session's live run first (its unfinished tool calls get cancelled results)")
+    run.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_wait_flags(run)
+    run.set_defaults(func=cmd_run)
+
+    resume = sub.add_parser("resume", help="continue an unfinished session (a fork, a crashed or aborted run)")
+    resume.add_argument("session")
+    resume.add_argument("--agent", help="agent name (default: the one the session records)")
+    resume.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_wait_flags(resume)
+    resume.set_defaults(func=cmd_resume)
+
+    cancel = sub.add_parser("cancel", help="abort a session's live run (the checkpoint stays resumable)")
+    cancel.add_argument("session")
+    cancel.add_argument("--json", action="store_true", help="print the aborted run's result as JSON")
+    cancel.set_defaults(func=cmd_cancel)
+
+
+# -- waiting and printing outcomes ---------------------------------------------------------
+async def wait_for(args: argparse.Namespace, session_id: str, waiting: Awaitable[RunResult]) -> RunResult:
+    """Await ``waiting`` (a run's outcome) with live progress on stderr when wanted."""
+    client = await client_of(args)
+    async with Progress(client.temporal, session_id, enabled=progress_wanted(args)):
+        return await waiting
+
+
+async def print_outcome(args: argparse.Namespace, result: RunResult, *, start: int = 0,
+                        started: float | None = None) -> None:
+    """The transcript from ``start``, a summary line, the pending approval if any, the UI link."""
+    link = ui_link(args, result.session_id)
+    if result.drift is not None:
+        print(f"durable-agents: warning: the agent changed since the checkpoint: {result.drift.describe()}",
+              file=sys.stderr)
+    if args.json:
+        print(result.model_dump_json(by_alias=True, exclude_none=True, indent=2))
+        if link:
+            print(f"Temporal UI: {link}", file=sys.stderr)
+        return
+    pending = None
+    if result.approval_id:
+        pending = await (await client_of(args)).pending_approval(result.session_id)
+    print(render_transcript(result.messages, start=start, marks=approval_marks(pending)))
+    took = f", {time.perf_counter() - started:.2f}s" if started is not None else ""
+    print(f"\nsession {result.session_id}: {result.finish_reason}, {result.steps} steps, "
+          f"{len(result.tool_calls)} tool calls, {result.usage.input_tokens}+"
+          f"{result.usage.output_tokens} tokens{took}")
+    if pending is not None:
+        print("\n".join(pending_lines(pending, decide=command_prefix(args))))
+    if link:
+        print(f"Temporal UI: {link}")
+
+
+# -- commands ------------------------------------------------------------------------------
+async def cmd_run(args: argparse.Namespace) -> int:
+    from durable_agents.loading import load_agents
+
+    name = load_agents(args.agent)[0].name if ":" in args.agent else args.agent
+    session = args.session or f"{name}-{uuid.uuid4().hex[:8]}"
+    client = await client_of(args)
+    header = store_of(args).load_header(session)
+    started = time.perf_counter()
+    await client.start(name, args.input, session_id=session, model=args.model, interrupt=args.interrupt)
+    result = await wait_for(args, session, client.outcome(session))
+    await print_outcome(args, result, start=0 if header is None else header.message_count, started=started)
+    return 0
+
+
+async def cmd_resume(args: argparse.Namespace) -> int:
+    client = await client_of(args)
+    header = store_of(args).load_header(args.session)
+    if header is None:
+        raise unknown_session(args, args.session)
+    started = time.perf_counter()
+    result = await wait_for(args, args.session, client.resume(args.session, agent=args.agent))
+    # a finished session continues after its end; an unfinished one is shown from its run's start
+    start = header.message_count if header.status == CheckpointStatus.FINISHED else header.run_start_index or 0
+    await print_outcome(args, result, start=start, started=started)
+    return 0
+
+
+async def cmd_cancel(args: argparse.Namespace) -> int:
+    client = await client_of(args)
+    result = await client.cancel(args.session)
+    if result is None:
+        if store_of(args).load_header(args.session) is None:
+            raise unknown_session(args, args.session)
+        print(f"session {args.session}: no live run to cancel", file=sys.stderr)
+        return 0
+    if args.json:
+        print(result.model_dump_json(by_alias=True, exclude_none=True, indent=2))
+    else:
+        print(f"session {args.session}: {result.finish_reason}, {len(result.tool_calls)} tool calls "
+              f"of this run; resume it with `{command_prefix(args)} resume {args.session}`")
+    return 0

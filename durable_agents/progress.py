@@ -1,0 +1,89 @@
+"""Live progress of a run on stderr while a CLI command waits for it.
+
+Every ``interval`` seconds the run's workflow is asked where it stands: its
+current details (``step 2 · tool charge_card``, ``step 2 · awaiting approval …``,
+set by the workflow and shown by the Temporal UI too) and, when those are not
+available, its ``run_state`` query. Only changes are printed. A failed or slow
+query (no worker yet, the run just closed) is skipped, never an error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+import time
+from datetime import timedelta
+from typing import TextIO
+
+from temporalio.api.sdk.v1 import WorkflowMetadata
+from temporalio.client import Client
+
+from activities.contracts import RunState
+
+METADATA_QUERY = "__temporal_workflow_metadata"
+QUERY_TIMEOUT = timedelta(seconds=2)
+
+
+class Progress:
+    """``async with Progress(client, session_id, enabled=…):`` around a wait."""
+
+    def __init__(self, temporal: Client, session_id: str, *, enabled: bool = True,
+                 stream: TextIO | None = None, interval: float = 0.5) -> None:
+        self.temporal = temporal
+        self.session_id = session_id
+        self.enabled = enabled
+        self.stream = stream or sys.stderr
+        self.interval = interval
+        self.shown: list[str] = []
+        self._task: asyncio.Task | None = None
+        self._started = 0.0
+
+    async def __aenter__(self) -> Progress:
+        if self.enabled:
+            self._started = time.monotonic()
+            self._task = asyncio.create_task(self._poll())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def snapshot(self) -> str | None:
+        """Where the run stands now, as one line (None when it cannot be asked)."""
+        handle = self.temporal.get_workflow_handle(self.session_id)
+        try:
+            meta = await handle.query(METADATA_QUERY, result_type=WorkflowMetadata,
+                                      rpc_timeout=QUERY_TIMEOUT)
+            if meta.current_details:
+                return meta.current_details
+        except Exception:  # noqa: BLE001 - progress is best effort
+            pass
+        try:
+            state = await handle.query("run_state", result_type=RunState | None, rpc_timeout=QUERY_TIMEOUT)
+        except Exception:  # noqa: BLE001
+            return None
+        if state is None:
+            return None
+        pending = state.pending_tool_calls
+        doing = f"tools {', '.join(c.name for c in pending)}" if pending else "starting"
+        return f"step {state.step_index} · {doing}"
+
+    async def _poll(self) -> None:
+        last = None
+        while True:
+            try:
+                line = await self.snapshot()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001
+                line = None
+            if line and line != last:
+                last = line
+                self.shown.append(line)
+                elapsed = time.monotonic() - self._started
+                print(f"  [{elapsed:5.1f}s] {self.session_id}: {line}", file=self.stream, flush=True)
+            await asyncio.sleep(self.interval)

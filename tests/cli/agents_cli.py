@@ -1,0 +1,28 @@
+"""Agents only the CLI tests use (importable by worker subprocesses)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from pydantic import BaseModel
+
+from durable_agents import Agent, ScriptedToolCall, ScriptedTurn, ToolContext, register_script, tool
+
+
+class NapArgs(BaseModel):
+    seconds: float
+
+
+@tool(safe_to_retry=True)
+async def nap(args: NapArgs, ctx: ToolContext) -> dict:
+    """Sleeps a little, so a waiting CLI has progress to show."""
+    await asyncio.sleep(args.seconds)
+    return {"napped": args.seconds}
+
+
+register_script("cli-nap-then-answer", [
+    ScriptedTurn(text="Napping first.", tool_calls=[ScriptedToolCall(name="nap", arguments={"seconds": 1.5})]),
+    ScriptedTurn(text="Rested."),
+])
+
+napper_agent = Agent(name="napper", model="scripted:cli-nap-then-answer", tools=[nap])
