@@ -9,11 +9,9 @@ history are never written. Engine-independent: no Temporal, no LLM SDK.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import BaseModel
 
 from checkpoint.errors import CheckpointNotFoundError, ConfigurationError
 from checkpoint.format import (
@@ -47,6 +45,8 @@ class Patch(FormatModel):
     messages: list[Message] | None = None
     business_state: Any = None
     tool_result: ToolResultPatch | None = None
+    tool_results: list[ToolResultPatch] | None = None
+    """More results, applied in order after ``tool_result``."""
     append_input: str | list[str] | None = None
 
     @property
@@ -135,8 +135,8 @@ def _patched(
     if messages_fn is not None:
         messages = _checked_messages(messages_fn(list(messages)))
     state = patch.business_state if patch.sets_business_state else source.business_state
-    if patch.tool_result is not None:
-        messages = apply_tool_result(messages, patch.tool_result)
+    for change in ([patch.tool_result] if patch.tool_result else []) + (patch.tool_results or []):
+        messages = apply_tool_result(messages, change)
     run_start = len(messages)
     queued = _input_messages(patch.append_input)
     if pending_calls(messages):  # input goes after the pending calls' results, on resume

@@ -15,10 +15,8 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from checkpoint.errors import CheckpointNotFoundError
-from checkpoint.fork import Patch, ToolResultPatch, apply_tool_result
+from checkpoint.fork import Patch, ToolResultPatch
 from checkpoint.format import FormatModel, Message
-from checkpoint.stores.base import get_checkpoint_history
 from durable_agents.cli_common import (
     UsageError,
     add_wait_flags,
@@ -105,29 +103,11 @@ def build_patch(args: argparse.Namespace) -> Patch:
     if args.business_state is not None:
         fields["business_state"] = parse_json(args.business_state, "--business-state")
     results = tool_results(args.tool_result)
-    if len(results) == 1:
-        fields["tool_result"] = results[0]
-    elif results:  # the patch carries one result: apply several to the step's transcript here
-        fields["messages"] = _with_results(args, fields.get("messages"), results)
+    if results:
+        fields["tool_results"] = results
     if args.append_input:
         fields["append_input"] = args.append_input[0] if len(args.append_input) == 1 else args.append_input
     return Patch(**fields)
-
-
-def _with_results(args: argparse.Namespace, messages: list[Message] | None,
-                  results: list[ToolResultPatch]) -> list[Message]:
-    if messages is None:
-        entries = get_checkpoint_history(store_of(args), args.session) or []
-        found = next((e.checkpoint for e in entries if e.step == args.from_step), None)
-        if found is None:
-            kept = ", ".join(str(s) for s in sorted({e.step for e in entries})) or "none"
-            raise CheckpointNotFoundError(
-                f"session {args.session!r} has no checkpoint for step {args.from_step} in store "
-                f"{args.store}: kept steps {kept}", session_id=args.session)
-        messages = found.messages
-    for result in results:
-        messages = apply_tool_result(messages, result)
-    return messages
 
 
 # -- the command ------------------------------------------------------------------------------
