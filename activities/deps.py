@@ -38,18 +38,36 @@ class ActivityDeps:
         return agent
 
     async def in_store(self, fn: Callable[..., T], *args: object) -> T:
-        """Run a store call off the event loop; typed store errors fail for good."""
+        """Run a store call off the event loop, heartbeating so a dead worker is noticed
+        in seconds; typed store errors fail for good, others are retried by Temporal."""
         try:
-            return await asyncio.to_thread(fn, *args)
+            async with heartbeating(0.5):
+                return await asyncio.to_thread(fn, *args)
         except DurableAgentsError as e:
             raise ApplicationError(e.message, type=type(e).__name__, non_retryable=True) from e
+
+    async def record_until_stored(self, fn: Callable[..., T], *args: object) -> T:
+        """A write that must not be lost once a tool has run: retried here, with
+        backoff, through a store outage (a retried activity would not know the
+        result and would have to report a durability error instead)."""
+        delay = 0.2
+        while True:
+            try:
+                return await self.in_store(fn, *args)
+            except ApplicationError:
+                raise
+            except Exception as e:  # the store is unavailable for now
+                activity.logger.warning("store write failed (%s); retrying in %.1fs", e, delay)
+                async with heartbeating(0.5):
+                    await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
 
 
 @contextlib.asynccontextmanager
 async def heartbeating(every: float) -> AsyncIterator[None]:
     """Heartbeat in the background so a dead worker is noticed within seconds."""
 
-    if activity.info().is_local:  # local activities cannot heartbeat; the workflow task does
+    if not activity.in_activity() or activity.info().is_local:  # local ones cannot heartbeat
         yield
         return
 

@@ -154,7 +154,7 @@ class SessionActivities:
             header = self.deps.store.load_header(inp.session_id)
             assert header is not None
             if header.message_count >= inp.position + len(inp.messages):
-                return header.message_count  # written before a crash
+                return inp.position + len(inp.messages)  # written before a crash (a re-run)
             updated = header.model_copy(update={
                 "message_count": inp.position + len(inp.messages), "updated_at": None})
             self.deps.store.append(updated, inp.position, inp.messages)

@@ -62,7 +62,7 @@ class ToolActivities:
             recorded = Message.tool_result(inp.call, content, is_error=kind != "result")
         else:
             kind = "recorded"  # never re-executed
-        count = await self.deps.in_store(
+        count = await self.deps.record_until_stored(
             store.record_tool_result, inp.session_id, recorded, inp.batch_start, inp.batch)
         return ExecuteToolOutput(tool_call_id=inp.call.id, is_error=bool(recorded.is_error),
                                  kind=kind, recorded_through=count)

@@ -31,7 +31,14 @@ from durable_agents.testing_core import KILLS, LOG_DIR_ENV, WINDOW_ENV, CrashWin
 
 
 class WorkerProcess:
-    """One logical worker; each :meth:`start` is a new process (a new incarnation)."""
+    """One logical worker; each :meth:`start` is a new process (a new incarnation).
+
+    ``agents``: ``module:attr`` specs importable from ``cwd``. ``crash_window``: where
+    each incarnation kills itself (once per session; markers in ``log_dir``).
+    ``sticky_timeout``: seconds a workflow task waits on a dead incarnation's sticky
+    queue before any worker may take it (Temporal's default, 10 s, only adds latency
+    after each kill); ``None`` keeps the default.
+    """
 
     def __init__(self, agents: Sequence[str], *, address: str, store_url: str, task_queue: str,
                  log_dir: str | Path, crash_window: CrashWindow | str | None = None,
@@ -185,13 +192,11 @@ async def _serve(args: argparse.Namespace) -> None:
     elif args.crash_window:
         raise SystemExit(f"crash windows need a sqlite:/// store, not {args.store}")
     configure(store=store)
-    if args.sticky_timeout:  # latency only: a dead worker's sticky queue is abandoned sooner
-        base, sticky = worker_module.Worker, timedelta(seconds=args.sticky_timeout)
-        worker_module.Worker = lambda *a, **kw: base(*a, sticky_queue_schedule_to_start_timeout=sticky, **kw)
     agents = [a for spec in args.agent for a in load_agents(spec)]
     client = await connect(args.address, args.namespace)
+    options = {"sticky_queue_timeout": timedelta(seconds=args.sticky_timeout)} if args.sticky_timeout else {}
     worker = worker_module.build_worker(client, agents=agents, store=store, task_queue=args.task_queue,
-                                        providers=recording_providers())
+                                        providers=recording_providers(), **options)
     async with worker:
         print(f"ready pid={os.getpid()} agents={','.join(a.name for a in agents)} "
               f"window={args.crash_window or '-'}", flush=True)

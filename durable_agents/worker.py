@@ -31,6 +31,7 @@ def build_worker(
     providers: dict[str, ModelProvider] | None = None,
     max_concurrent_activities: int = 200,
     graceful_shutdown_timeout: timedelta = timedelta(seconds=10),
+    sticky_queue_timeout: timedelta = timedelta(seconds=5),
 ) -> Worker:
     """A Temporal worker that runs ``agents`` with ``store`` as their checkpoint store."""
     if not store.durable and not allow_memory_store:
@@ -56,4 +57,6 @@ def build_worker(
         # On shutdown, running tools get this long to finish before they are
         # cancelled (and then retried elsewhere, not recorded as cancelled).
         graceful_shutdown_timeout=graceful_shutdown_timeout,
+        # After a worker dies, its cached runs move to another worker after this.
+        sticky_queue_schedule_to_start_timeout=sticky_queue_timeout,
     )

@@ -265,7 +265,8 @@ class AgentRunWorkflow:
     # -- plumbing ---------------------------------------------------------------------
     async def _store_activity(self, name: str, arg: object, result_type: type | None, summary: str | None = None):
         return await self._activity(name, arg, result_type, timeout=options.STORE_TIMEOUT.total_seconds(),
-                                    heartbeat=None, retry=options.STORE_RETRY, summary=summary)
+                                    heartbeat=options.STORE_HEARTBEAT_SECONDS, retry=options.STORE_RETRY,
+                                    summary=summary)
 
     async def _activity(self, name: str, arg: object, result_type: type | None, *, timeout: float,
                         heartbeat: float | None, retry, summary: str | None):

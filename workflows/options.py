@@ -7,6 +7,8 @@ from datetime import timedelta
 from temporalio.common import RetryPolicy
 
 STORE_TIMEOUT = timedelta(seconds=30)
+STORE_HEARTBEAT_SECONDS = 5.0
+"""Store activities heartbeat, so a worker killed inside one is noticed in seconds."""
 STORE_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200),
                           maximum_interval=timedelta(seconds=10))
 MODEL_RETRY = RetryPolicy(

@@ -40,6 +40,26 @@ def stamped(header: CheckpointHeader, start: int, messages: list[Message]) -> Ch
     return header.model_copy(update={"updated_at": as_utc(header.updated_at or now())})
 
 
+def past_batch(
+    session_id: str, where: str, count: int, batch_start: int, batch: list[str],
+    results: Mapping[str, object],
+) -> bool:
+    """True when the checkpoint already holds the whole batch and more.
+
+    That happens when a step re-runs after a crash (a local activity, or a
+    retried one whose run moved on): there is nothing to write, and the
+    batch ends at ``batch_start + len(batch)``.
+    """
+    if count - batch_start <= len(batch):
+        return False
+    if all(call_id in results for call_id in batch):
+        return True
+    raise StoreCorruptError(
+        f"session {session_id!r} in {where}: checkpoint has {count} messages, past the tool "
+        f"batch starting at {batch_start}, but not every call of that batch has a recorded result"
+    )
+
+
 def batch_prefix(
     session_id: str, where: str, count: int, batch_start: int, batch: list[str],
     results: Mapping[str, T],

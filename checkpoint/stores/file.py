@@ -36,7 +36,7 @@ from typing import Any
 
 from checkpoint.errors import StoreCorruptError
 from checkpoint.format import Checkpoint, CheckpointHeader, CheckpointStatus, HistoryEntry, Message, SessionSummary
-from checkpoint.stores._common import batch_prefix, cutoff_of, header_key, history_entries, now, stamped
+from checkpoint.stores._common import batch_prefix, past_batch, cutoff_of, header_key, history_entries, now, stamped
 from checkpoint.stores.base import DEFAULT_HISTORY_LIMIT, CheckpointStore
 
 _SAFE = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_-")
@@ -324,6 +324,8 @@ class FileStore(CheckpointStore):
             if current is None:
                 raise StoreCorruptError(f"session {session_id!r} vanished from {self.directory} mid-run")
             header, count = current[0], current[0].message_count
+            if past_batch(session_id, str(self.directory), count, batch_start, batch, results):
+                return batch_start + len(batch)
             new = [Message.model_validate(r) for r in
                    batch_prefix(session_id, str(self.directory), count, batch_start, batch, results)]
             if new:

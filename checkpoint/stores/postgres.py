@@ -25,7 +25,7 @@ from typing import Any
 
 from checkpoint.errors import ConfigurationError, StoreCorruptError, StoreUnavailableError
 from checkpoint.format import CheckpointHeader, CheckpointStatus, HistoryEntry, Message, SessionSummary
-from checkpoint.stores._common import batch_prefix, cutoff_of, header_key, history_entries, now, stamped
+from checkpoint.stores._common import batch_prefix, past_batch, cutoff_of, header_key, history_entries, now, stamped
 from checkpoint.stores.base import DEFAULT_HISTORY_LIMIT, CheckpointStore
 
 MIGRATIONS: list[str] = [
@@ -307,6 +307,8 @@ class PostgresStore(CheckpointStore):
             results = dict(cur.execute(
                 "SELECT tool_call_id, result FROM tool_calls WHERE session_id = %s AND result IS NOT NULL"
                 " AND tool_call_id = ANY(%s)", (session_id, batch)).fetchall())
+            if past_batch(session_id, self.safe_url, count, batch_start, batch, results):
+                return batch_start + len(batch)
             new = batch_prefix(session_id, self.safe_url, count, batch_start, batch, results)
             if new:
                 messages = [Message.model_validate_json(b) for b in new]

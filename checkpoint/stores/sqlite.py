@@ -30,6 +30,7 @@ from checkpoint.format import (
     Message,
     SessionSummary,
 )
+from checkpoint.stores._common import batch_prefix, past_batch
 from checkpoint.stores.base import DEFAULT_HISTORY_LIMIT, CheckpointStore
 
 MIGRATIONS: list[str] = [
@@ -308,22 +309,15 @@ class SqliteStore(CheckpointStore):
         if header is None:
             raise StoreCorruptError(f"session {session_id!r} vanished from {self.path} mid-run")
         count = header.message_count
-        done = count - batch_start
-        if done < 0 or done > len(batch):
-            raise StoreCorruptError(
-                f"session {session_id!r}: checkpoint has {count} messages, which is not inside "
-                f"the tool batch starting at {batch_start}; the store was changed under a live run"
-            )
         rows = dict(self._db.execute(
             f"SELECT tool_call_id, result FROM tool_calls WHERE session_id = ? AND result IS NOT NULL"
-            f" AND tool_call_id IN ({','.join('?' * len(batch[done:]))})",
-            (session_id, *batch[done:]),
-        ).fetchall()) if batch[done:] else {}
-        new: list[Message] = []
-        for call_id in batch[done:]:
-            if call_id not in rows:
-                break
-            new.append(Message.model_validate_json(rows[call_id]))
+            f" AND tool_call_id IN ({','.join('?' * len(batch))})",
+            (session_id, *batch),
+        ).fetchall()) if batch else {}
+        if past_batch(session_id, self.path, count, batch_start, batch, rows):
+            return batch_start + len(batch)
+        new = [Message.model_validate_json(body)
+               for body in batch_prefix(session_id, self.path, count, batch_start, batch, rows)]
         if new:
             self.append(header.model_copy(update={"message_count": count + len(new), "updated_at": None}),
                         count, new)
