@@ -35,6 +35,12 @@ async def once_work(args: WorkArgs, ctx: ToolContext) -> dict:
     return await side_effect_tool("once_work", ctx, safe=False, seconds=args.seconds, item=args.item)
 
 
+@tool(needs_approval=True, heartbeat_timeout=HEARTBEAT, timeout=60)
+async def gated_work(args: WorkArgs, ctx: ToolContext) -> dict:
+    """A side effect behind a human's approval: at most once."""
+    return await side_effect_tool("gated_work", ctx, safe=False, seconds=args.seconds, item=args.item)
+
+
 def _two_calls(name: str, seconds: float = 0.3) -> list[ScriptedTurn]:
     return [
         ScriptedTurn(text=f"Two {name} calls.", tool_calls=[
@@ -46,6 +52,11 @@ def _two_calls(name: str, seconds: float = 0.3) -> list[ScriptedTurn]:
 
 
 register_script("crash-safe", _two_calls("safe_work"))
+register_script("crash-gated", [
+    ScriptedTurn(text="One side effect, approved first.", tool_calls=[
+        ScriptedToolCall(name="gated_work", arguments={"item": 1, "seconds": 0.3})]),
+    ScriptedTurn(text="Approved and done."),
+])
 register_script("crash-once", _two_calls("once_work"))
 register_script("crash-slow", [
     ScriptedTurn(text="A slow call, then a side effect.", tool_calls=[
@@ -81,13 +92,14 @@ register_script("crash-soak", soak_turn)
 
 def _agent(name: str, script: str, **kwargs) -> Agent:
     return Agent(name=name, model=f"scripted:{script}", instructions=f"Crash-test agent {name}.",
-                 tools=[safe_work, once_work], model_heartbeat_timeout=HEARTBEAT, model_timeout=30,
+                 tools=[safe_work, once_work, gated_work], model_heartbeat_timeout=HEARTBEAT, model_timeout=30,
                  **kwargs)
 
 
 safe_agent = _agent("crash-safe", "crash-safe")
 once_agent = _agent("crash-once", "crash-once")
 slow_agent = _agent("crash-slow", "crash-slow")
+gated_agent = _agent("crash-gated", "crash-gated")
 abort_agent = _agent("crash-abort", "crash-abort")
 soak_agent = _agent("crash-soak", "crash-soak", max_steps=SOAK_STEPS + 2)
 # the local-activity fast path: steps re-run (instead of resuming) after a crash
@@ -95,5 +107,5 @@ safe_local_agent = _agent("crash-safe-local", "crash-safe", local_activities=Tru
 once_local_agent = _agent("crash-once-local", "crash-once", local_activities=True)
 soak_local_agent = _agent("crash-soak-local", "crash-soak", max_steps=SOAK_STEPS + 2, local_activities=True)
 
-ALL = [safe_agent, once_agent, slow_agent, abort_agent, soak_agent, safe_local_agent, once_local_agent,
+ALL = [safe_agent, once_agent, slow_agent, gated_agent, abort_agent, soak_agent, safe_local_agent, once_local_agent,
        soak_local_agent]
