@@ -69,15 +69,20 @@ async def _until(stop: asyncio.Event, work) -> None:
         await task
 
 
-async def cmd_server(args: argparse.Namespace) -> int:
+async def _with_server(args: argparse.Namespace, work, hint: str | None = None) -> int:
+    """Start the embedded server, run ``work(server)`` until done or a signal, stop the server."""
     stop = _stop_on_signals()
-    server = _dev_server(args)
-    async with server:  # stops the server on the way out
+    async with _dev_server(args) as server:  # stops the server on the way out
         print(f"Temporal dev server at {server.address}" + (f", UI {server.ui_url}" if server.ui else ""),
               flush=True)
-        print("Ctrl-C to stop.", flush=True)
-        await _until(stop, asyncio.to_thread(server.wait))
+        if hint:
+            print(hint, flush=True)
+        await _until(stop, work(server))
     return 0
+
+
+async def cmd_server(args: argparse.Namespace) -> int:
+    return await _with_server(args, lambda server: asyncio.to_thread(server.wait), "Ctrl-C to stop.")
 
 
 async def run_worker(args: argparse.Namespace, address: str | None) -> int:
@@ -103,13 +108,7 @@ async def cmd_worker(args: argparse.Namespace) -> int:
 
 
 async def cmd_dev(args: argparse.Namespace) -> int:
-    stop = _stop_on_signals()
-    server = _dev_server(args)
-    async with server:  # stops the server on the way out
-        print(f"Temporal dev server at {server.address}" + (f", UI {server.ui_url}" if server.ui else ""),
-              flush=True)
-        await _until(stop, run_worker(args, server.address))
-    return 0
+    return await _with_server(args, lambda server: run_worker(args, server.address))
 
 
 async def cmd_demo(args: argparse.Namespace) -> int:

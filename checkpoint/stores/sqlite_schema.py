@@ -1,0 +1,44 @@
+"""The SQLite store's schema. Migrations are append-only: older files gain new tables."""
+
+MIGRATIONS: list[str] = [
+    """
+    CREATE TABLE sessions (
+        session_id TEXT PRIMARY KEY,
+        transcript_id INTEGER NOT NULL,
+        header TEXT NOT NULL,
+        agent TEXT,
+        status TEXT NOT NULL,
+        step_index INTEGER NOT NULL,
+        message_count INTEGER NOT NULL,
+        approval_id TEXT,
+        updated_at REAL NOT NULL
+    );
+    CREATE TABLE messages (
+        session_id TEXT NOT NULL,
+        transcript_id INTEGER NOT NULL,
+        position INTEGER NOT NULL,
+        body TEXT NOT NULL,
+        UNIQUE (session_id, transcript_id, position)
+    );
+    CREATE TABLE tool_calls (
+        session_id TEXT NOT NULL,
+        tool_call_id TEXT NOT NULL,
+        starts INTEGER NOT NULL,
+        first_started_at REAL NOT NULL,
+        result TEXT,
+        PRIMARY KEY (session_id, tool_call_id)
+    ) WITHOUT ROWID;
+    """,
+    """
+    CREATE TABLE checkpoint_history (
+        session_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        step INTEGER NOT NULL,
+        saved_at REAL NOT NULL,
+        status TEXT NOT NULL,
+        transcript_id INTEGER NOT NULL,
+        header TEXT NOT NULL,
+        PRIMARY KEY (session_id, seq)
+    ) WITHOUT ROWID;
+    """,
+]
