@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import statistics
 import sys
 import tempfile
 import time
 import uuid
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -47,15 +49,12 @@ def script_for(steps: int):
     return play
 
 
-async def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--steps", type=int, default=50)
-    parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--local", action="store_true", help="Agent(local_activities=True)")
-    opts = parser.parse_args()
-    register_script("bench", script_for(opts.steps))
-    agent = Agent(name="bench", model="scripted:bench", tools=[noop], max_steps=opts.steps + 1,
-                  local_activities=opts.local)
+@contextlib.asynccontextmanager
+async def warm_bench_worker(steps: int, local: bool) -> AsyncIterator[tuple[Client, AgentClient]]:
+    """A headless in-memory dev server and a warm in-process worker for the bench agent."""
+    register_script("bench", script_for(steps))
+    agent = Agent(name="bench", model="scripted:bench", tools=[noop], max_steps=steps + 1,
+                  local_activities=local)
     with tempfile.TemporaryDirectory() as tmp, DevServer(ui=False, db_file=None) as server:
         client = await Client.connect(server.address, data_converter=data_converter())
         store = SqliteStore(Path(tmp) / "store.db")
@@ -63,14 +62,24 @@ async def main() -> None:
         async with build_worker(client, agents=[agent], store=store, task_queue=queue):
             agents = AgentClient(client, store, queue)
             await agents.send("bench", "warm up", session_id=f"warm-{uuid.uuid4().hex[:6]}")
-            per_step = []
-            for _ in range(opts.runs):
-                sid = f"bench-{uuid.uuid4().hex[:8]}"
-                started = time.perf_counter()
-                result = await agents.send("bench", "go", session_id=sid)
-                per_step.append((time.perf_counter() - started) * 1000 / result.steps)
-            history = await client.get_workflow_handle(sid).fetch_history()
-            size = sum(e.ByteSize() for e in history.events)
+            yield client, agents
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=50)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--local", action="store_true", help="Agent(local_activities=True)")
+    opts = parser.parse_args()
+    async with warm_bench_worker(opts.steps, opts.local) as (client, agents):
+        per_step = []
+        for _ in range(opts.runs):
+            sid = f"bench-{uuid.uuid4().hex[:8]}"
+            started = time.perf_counter()
+            result = await agents.send("bench", "go", session_id=sid)
+            per_step.append((time.perf_counter() - started) * 1000 / result.steps)
+        history = await client.get_workflow_handle(sid).fetch_history()
+        size = sum(e.ByteSize() for e in history.events)
     print(f"steps per run: {opts.steps}, runs: {opts.runs}, "
           f"{'local' if opts.local else 'regular'} activities")
     print(f"ms per step (model turn + tool call): median {statistics.median(per_step):.1f}, "
