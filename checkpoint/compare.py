@@ -1,7 +1,9 @@
 """Compare two runs step by step: where they diverge and how they drift.
 
 A run is a checkpoint or a plain transcript. Each assistant turn is a step:
-its text and its tool calls with their results (matched by call id). Call
+its text and its tool calls with their results (matched by call id), numbered
+from 1 like ``stepIndex`` (so ``divergedAt`` is a step ``fork`` can start
+after: fork from ``divergedAt - 1`` to replay the divergence). Call
 ids never count as a difference: two providers, or two replays, name the same
 call differently. Engine-independent: no Temporal, no LLM SDK.
 """
@@ -108,18 +110,19 @@ def trajectory_steps(run: Run) -> list[TrajectoryStep]:
             call = open_calls.pop(message.tool_call_id)
             call["result"] = _parse(message.content)
             call["is_error"] = bool(message.is_error)
+    # numbered like ``stepIndex``: step k is the k-th model turn (and its results)
     return [
         TrajectoryStep(index=i, text=text, tool_calls=[StepToolCall(**c) for c in calls])
-        for i, (text, calls) in enumerate(turns)
+        for i, (text, calls) in enumerate(turns, start=1)
     ]
 
 
 # -- comparison ---------------------------------------------------------------------
 def _diverged_at(a: list[TrajectoryStep], b: list[TrajectoryStep]) -> int | None:
-    for i, (x, y) in enumerate(zip(a, b)):
+    for x, y in zip(a, b):
         if x != y:
-            return i
-    return None if len(a) == len(b) else min(len(a), len(b))
+            return x.index
+    return None if len(a) == len(b) else min(len(a), len(b)) + 1
 
 
 def _tool_drift(a: list[TrajectoryStep], b: list[TrajectoryStep]) -> TrajectoryDrift:
@@ -181,10 +184,10 @@ def _step_rows(i: int, cmp: TrajectoryComparison) -> list[str]:
     x = cmp.a[i] if i < len(cmp.a) else None
     y = cmp.b[i] if i < len(cmp.b) else None
     left, right = _step_lines(x), (["(same)"] if x == y else _step_lines(y))
-    marker = ">>" if i == cmp.diverged_at else ("!=" if x != y else "  ")
+    marker = ">>" if i + 1 == cmp.diverged_at else ("!=" if x != y else "  ")
     rows = []
     for n in range(max(len(left), len(right))):
-        label = f"{marker} {i:>4}" if n == 0 else " " * 7
+        label = f"{marker} {i + 1:>4}" if n == 0 else " " * 7
         cell_a = left[n] if n < len(left) else ""
         cell_b = right[n] if n < len(right) else ""
         rows.append(f"{label}  {cell_a:<{WIDTH}}  {cell_b}".rstrip())

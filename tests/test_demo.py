@@ -24,5 +24,5 @@ def test_demo_runs_end_to_end(tmp_path):
     assert "killed with SIGKILL mid-tool" in text
     assert "emails sent: 1" in text  # the safe-to-retry tool re-ran; its effect happened once
     assert "Rain everywhere tonight: I did not book." in text  # the fork took the other path
-    assert "diverged at step 0, 5 vs 2 steps" in text
+    assert "diverged at step 1, 5 vs 2 steps" in text
     assert "/namespaces/default/workflows/demo-" in text and "Stopped the server and the worker." in text

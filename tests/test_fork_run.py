@@ -27,7 +27,7 @@ async def test_a_fork_with_a_patched_result_diverges_where_expected(run_worker, 
         forked = await client.resume(made.session_id)
     assert forked.finish_reason == FinishReason.STOP
     comparison = compare_trajectories(store.load(sid), store.load(made.session_id))
-    assert comparison.diverged_at == 0  # the first step's tool results differ
+    assert comparison.diverged_at == 1  # the first step's tool results differ
     assert comparison.drift.step_count is None and not comparison.drift.tool_order
     assert store.load(sid).messages == source.messages  # the source is unchanged
     # the fork went through Temporal: its workflow and activity are in the server's history

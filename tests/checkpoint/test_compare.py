@@ -50,7 +50,7 @@ def _run(prefix: str = "") -> list[Message]:
 
 def test_steps_one_per_assistant_turn_with_results_by_id():
     steps = trajectory_steps(_run())
-    assert [s.index for s in steps] == [0, 1, 2]
+    assert [s.index for s in steps] == [1, 2, 3]  # numbered like stepIndex
     assert steps[0].text == "checking" and steps[0].tool_calls[0].result == {"forecast": "sun"}
     book, pay = steps[1].tool_calls
     assert book.result == "booked" and not book.is_error
@@ -68,7 +68,7 @@ def test_changed_tool_result_diverges_without_tool_drift():
     a, b = _run(), _run()
     b[3] = b[3].model_copy(update={"content": '{"forecast": "rain"}'})
     cmp = compare_trajectories(a, b)
-    assert cmp.diverged_at == 0 and cmp.drift.empty
+    assert cmp.diverged_at == 1 and cmp.drift.empty
     assert cmp.b[0].tool_calls[0].result == {"forecast": "rain"}
 
 
@@ -76,9 +76,9 @@ def test_changed_arguments():
     a, b = _run(), _run()
     b[2] = _turn("checking", _call("1", "weather", city="Lyon"))
     cmp = compare_trajectories(a, b)
-    assert cmp.diverged_at == 0
+    assert cmp.diverged_at == 1
     d = cmp.drift.arguments[0]
-    assert (d.step, d.tool, d.a, d.b) == (0, "weather", {"city": "Paris"}, {"city": "Lyon"})
+    assert (d.step, d.tool, d.a, d.b) == (1, "weather", {"city": "Paris"}, {"city": "Lyon"})
     assert cmp.drift.tool_order == []
 
 
@@ -88,9 +88,9 @@ def test_changed_tool_order():
     b[4] = _turn(None, pay, book)
     b[5], b[6] = b[6], b[5]
     cmp = compare_trajectories(a, b)
-    assert cmp.diverged_at == 1
+    assert cmp.diverged_at == 2
     order = cmp.drift.tool_order[0]
-    assert (order.step, order.a, order.b) == (1, ["book", "pay"], ["pay", "book"])
+    assert (order.step, order.a, order.b) == (2, ["book", "pay"], ["pay", "book"])
     assert cmp.drift.arguments == []
 
 
@@ -98,7 +98,7 @@ def test_extra_step_diverges_at_shorter_length_both_ways():
     a, b = _run(), _run() + [Message.user("more"), _turn("again")]
     for x, y in ((a, b), (b, a)):
         cmp = compare_trajectories(x, y)
-        assert cmp.diverged_at == 3
+        assert cmp.diverged_at == 4
         assert (cmp.drift.step_count.a, cmp.drift.step_count.b) == (len(cmp.a), len(cmp.b))
     assert "(no step)" in format_comparison(compare_trajectories(a, b))
 
@@ -116,7 +116,7 @@ def test_finish_reason_from_checkpoints_only():
 def test_json_is_camel_case():
     a, b = _run(), _run()[:-1]
     data = json.loads(compare_trajectories(a, b).to_json())
-    assert data["divergedAt"] == 2 and data["drift"]["stepCount"] == {"a": 3, "b": 2}
+    assert data["divergedAt"] == 3 and data["drift"]["stepCount"] == {"a": 3, "b": 2}
     assert data["a"][1]["toolCalls"][1]["isError"] is True
     assert TrajectoryComparison.model_validate(data) == compare_trajectories(a, b)
 
@@ -133,12 +133,12 @@ def test_format_marks_divergence_side_by_side():
     b[2] = _turn("checking", _call("1", "weather", city="Lyon"))
     text = format_comparison(compare_trajectories(a, b))
     lines = text.splitlines()
-    assert lines[0] == "diverged at step 0 (a: 3 steps, b: 3 steps)"
+    assert lines[0] == "diverged at step 1 (a: 3 steps, b: 3 steps)"
     diverged = next(line for line in lines if line.startswith(">>"))
     assert "text: checking" in diverged
     assert any("Paris" in line and "Lyon" in line for line in lines)
     assert any("(same)" in line for line in lines)
-    assert "arguments of weather at step 0" in text
+    assert "arguments of weather at step 1" in text
 
 
 def test_fork_with_patched_result_then_compare(tmp_path):
@@ -149,7 +149,7 @@ def test_fork_with_patched_result_then_compare(tmp_path):
                           status=CheckpointStatus.FINISHED, finish_reason=FinishReason.STOP))
     forked = fork(store, "trip", 1, Patch(tool_result=ToolResultPatch(tool_call_id="1", result="rain")))
     cmp = compare_trajectories(store.load("trip"), forked.checkpoint)
-    assert cmp.diverged_at == 0 and cmp.drift.step_count.b == 1
+    assert cmp.diverged_at == 1 and cmp.drift.step_count.b == 1
     assert cmp.drift.finish_reason.a == FinishReason.STOP and cmp.drift.finish_reason.b is None
     store.close()
 
@@ -194,5 +194,5 @@ def test_property_diverged_at_is_symmetric(x, y):
     if ab.diverged_at is None:
         assert ab.a == ab.b
     else:
-        assert ab.a[: ab.diverged_at] == ab.b[: ab.diverged_at]
+        assert ab.a[: ab.diverged_at - 1] == ab.b[: ab.diverged_at - 1]
     format_comparison(ab)

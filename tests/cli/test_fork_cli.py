@@ -33,7 +33,7 @@ async def test_fork_with_a_tool_result_resumed_goes_through_temporal_and_diverge
     assert json.loads(paris.content) == json.loads(SUNNY_PARIS)
 
     cmp = TrajectoryComparison.model_validate_json(cli.read("diff", booked, made.session_id, "--json"))
-    assert cmp.diverged_at == 0  # the first turn's Paris result differs
+    assert cmp.diverged_at == 1  # the first turn's Paris result differs
     assert cmp.a[0].tool_calls[0].result["sky"] == "rain" and cmp.b[0].tool_calls[0].result["sky"] == "sun"
     assert cmp.drift.empty
 

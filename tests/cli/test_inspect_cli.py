@@ -78,10 +78,10 @@ def test_diff_of_identical_and_different_runs(cli, runs):
     same = cli.ok("diff", runs["booked"], runs["again"])
     assert "identical trajectories (3 steps)" in same and "drift: none" in same
     cmp = TrajectoryComparison.model_validate_json(cli.ok("diff", runs["booked"], runs["paused"], "--json"))
-    assert cmp.diverged_at == 0 and len(cmp.a) == 3 and len(cmp.b) == 1
+    assert cmp.diverged_at == 1 and len(cmp.a) == 3 and len(cmp.b) == 1
     assert cmp.drift.step_count.a == 3 and cmp.drift.step_count.b == 1
     text = cli.read("diff", runs["booked"], runs["paused"])
-    assert "diverged at step 0" in text and ">>" in text and "step count: a 3  b 1" in text
+    assert "diverged at step 1" in text and ">>" in text and "step count: a 3  b 1" in text
 
 
 def test_delete_refuses_a_live_run_and_keeps_history_when_asked(cli, runs):
