@@ -117,24 +117,22 @@ def duration(text: str) -> timedelta:
     return timedelta(**{_UNITS[match.group(2)]: float(match.group(1))})
 
 
-def positive_int(text: str) -> int:
+def _whole_number(text: str, what: str, minimum: int, rule: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid count {text!r}: expected a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"invalid count {text!r}: expected 1 or more")
+        raise argparse.ArgumentTypeError(f"invalid {what} {text!r}: expected a whole number") from None
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"invalid {what} {text!r}: {rule}")
     return value
+
+
+def positive_int(text: str) -> int:
+    return _whole_number(text, "count", 1, "expected 1 or more")
 
 
 def step_number(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid step {text!r}: expected a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"invalid step {text!r}: steps count from 0")
-    return value
+    return _whole_number(text, "step", 0, "steps count from 0")
 
 
 # -- waiting commands: progress and the Temporal UI link ------------------------------------

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
 from checkpoint.errors import StoreCorruptError
-from checkpoint.format import CheckpointHeader, HistoryEntry, Message
+from checkpoint.format import CheckpointHeader, CheckpointStatus, HistoryEntry, Message
 
 T = TypeVar("T")
 
@@ -77,6 +77,20 @@ def batch_prefix(
             break
         new.append(results[call_id])
     return new
+
+
+def session_list_query(status: object, agent: str | None, mark: str) -> tuple[str, list[object]]:
+    """The ``list_sessions`` SQL (newest first) and its parameters; ``mark`` is the placeholder."""
+    query = ("SELECT session_id, agent, status, step_index, message_count, approval_id, updated_at"
+             " FROM sessions WHERE 1=1")
+    params: list[object] = []
+    if status is not None:
+        query += f" AND status = {mark}"
+        params.append(CheckpointStatus(status).value)
+    if agent is not None:
+        query += f" AND agent = {mark}"
+        params.append(agent)
+    return query + " ORDER BY updated_at DESC", params
 
 
 def history_entries(

@@ -25,7 +25,7 @@ from typing import Any
 
 from checkpoint.errors import ConfigurationError, StoreCorruptError, StoreUnavailableError
 from checkpoint.format import CheckpointHeader, CheckpointStatus, HistoryEntry, Message, SessionSummary
-from checkpoint.stores._common import batch_prefix, past_batch, cutoff_of, header_key, history_entries, now, stamped
+from checkpoint.stores._common import batch_prefix, past_batch, cutoff_of, header_key, history_entries, now, session_list_query, stamped
 from checkpoint.stores.base import DEFAULT_HISTORY_LIMIT, CheckpointStore
 
 MIGRATIONS: list[str] = [
@@ -187,17 +187,9 @@ class PostgresStore(CheckpointStore):
     def list_sessions(
         self, *, status: CheckpointStatus | None = None, agent: str | None = None
     ) -> list[SessionSummary]:
-        query = ("SELECT session_id, agent, status, step_index, message_count, approval_id, updated_at"
-                 " FROM sessions WHERE TRUE")
-        params: list[object] = []
-        if status is not None:
-            query += " AND status = %s"
-            params.append(CheckpointStatus(status).value)
-        if agent is not None:
-            query += " AND agent = %s"
-            params.append(agent)
+        query, params = session_list_query(status, agent, "%s")
         with self._tx() as cur:
-            rows = cur.execute(query + " ORDER BY updated_at DESC", params).fetchall()
+            rows = cur.execute(query, params).fetchall()
         return [SessionSummary(session_id=r[0], agent=r[1], status=r[2], step_index=r[3], message_count=r[4],
                                approval_id=r[5], updated_at=r[6].astimezone(UTC)) for r in rows]
 

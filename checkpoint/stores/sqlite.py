@@ -30,7 +30,7 @@ from checkpoint.format import (
     Message,
     SessionSummary,
 )
-from checkpoint.stores._common import batch_prefix, past_batch
+from checkpoint.stores._common import batch_prefix, history_entries, past_batch, session_list_query
 from checkpoint.stores.sqlite_schema import MIGRATIONS
 from checkpoint.stores.base import DEFAULT_HISTORY_LIMIT, CheckpointStore
 
@@ -298,39 +298,16 @@ class SqliteStore(CheckpointStore):
                 " WHERE session_id = ? ORDER BY seq DESC LIMIT ?",
                 (session_id, -1 if limit is None else limit),
             ).fetchall()
-            headers = [(self._parse_header(h, session_id), t, s) for s, t, h in rows]
-            # Read each transcript once, at its longest, and slice it per entry.
-            longest: dict[int, int] = {}
-            for header, transcript_id, _ in headers:
-                longest[transcript_id] = max(longest.get(transcript_id, 0), header.message_count)
-            transcripts = {
-                t: self._read_messages(session_id, t, 0, n) for t, n in longest.items()
-            }
-        entries = []
-        for header, transcript_id, saved_at in headers:
-            when = datetime.fromtimestamp(saved_at, UTC)
-            checkpoint = header.model_copy(update={"updated_at": when}).with_messages(
-                transcripts[transcript_id][: header.message_count]
-            )
-            entries.append(
-                HistoryEntry(step=header.step_index, saved_at=when, status=header.status,
-                             checkpoint=checkpoint)
-            )
-        return entries
+            parsed = [(self._parse_header(h, session_id), t, datetime.fromtimestamp(s, UTC))
+                      for s, t, h in rows]
+            return history_entries(parsed, lambda t, n: self._read_messages(session_id, t, 0, n))
 
     def list_sessions(
         self, *, status: CheckpointStatus | None = None, agent: str | None = None
     ) -> list[SessionSummary]:
-        query = "SELECT session_id, agent, status, step_index, message_count, approval_id, updated_at FROM sessions WHERE 1=1"
-        params: list[object] = []
-        if status is not None:
-            query += " AND status = ?"
-            params.append(CheckpointStatus(status).value)
-        if agent is not None:
-            query += " AND agent = ?"
-            params.append(agent)
+        query, params = session_list_query(status, agent, "?")
         with self._lock:
-            rows = self._db.execute(query + " ORDER BY updated_at DESC", params).fetchall()
+            rows = self._db.execute(query, params).fetchall()
         return [
             SessionSummary(session_id=r[0], agent=r[1], status=r[2], step_index=r[3],
                            message_count=r[4], approval_id=r[5],
