@@ -4,12 +4,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-fast bench clean
+.PHONY: install demo test test-unit lint bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet -e '.[test,lint]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -17,10 +17,19 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/durable-agents demo
 
+# -P: the repository root is never on sys.path, so only the installed
+# `durable_agents.*` names are importable (not the bare folder names).
 test: $(STAMP)
 	bash scripts/ensure-postgres.sh
 	bash scripts/ensure-chromium.sh
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -P -m pytest -q
+
+test-unit: $(STAMP)
+	$(BIN)/python -P -m pytest -q -m unit
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 bench: $(STAMP)
 	$(BIN)/python bench/history_growth.py

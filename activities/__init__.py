@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from activities.approvals import ApprovalActivities
-from activities.deps import ActivityDeps
-from activities.fork import ForkActivities
-from activities.model import ModelActivities
-from activities.providers.registry import ProviderRegistry
-from activities.session import SessionActivities
-from activities.tools import ToolActivities
-from checkpoint.stores.base import CheckpointStore
+from durable_agents.activities.approvals import ApprovalActivities
+from durable_agents.activities.deps import ActivityDeps
+from durable_agents.activities.fork import ForkActivities
+from durable_agents.activities.model import ModelActivities
+from durable_agents.activities.providers.registry import ProviderRegistry
+from durable_agents.activities.session import SessionActivities
+from durable_agents.activities.tools import ToolActivities
+from durable_agents.checkpoint.stores.base import CheckpointStore
 
 
 def build_activities(

@@ -7,7 +7,7 @@ import json
 from pydantic import ValidationError
 from temporalio import activity
 
-from activities.contracts import (
+from durable_agents.activities.contracts import (
     CHECK_APPROVALS,
     PAUSE_FOR_APPROVAL,
     RECORD_DECISION,
@@ -17,9 +17,9 @@ from activities.contracts import (
     RecordDecisionInput,
     RecordDecisionOutput,
 )
-from activities.definitions import ToolContext
-from activities.deps import ActivityDeps
-from checkpoint.format import CheckpointStatus, Message
+from durable_agents.activities.definitions import ToolContext
+from durable_agents.activities.deps import ActivityDeps
+from durable_agents.checkpoint.format import CheckpointStatus, Message
 
 
 def rejection_content(note: str | None) -> str:
@@ -51,10 +51,18 @@ class ApprovalActivities:
             store = self.deps.store
             header = store.load_header(inp.session_id)
             assert header is not None
-            store.append(header.model_copy(update={
-                "status": CheckpointStatus.AWAITING_APPROVAL, "approval_id": inp.approval_id,
-                "remaining_tool_calls": inp.remaining_tool_calls, "updated_at": None,
-            }), header.message_count, [])
+            store.append(
+                header.model_copy(
+                    update={
+                        "status": CheckpointStatus.AWAITING_APPROVAL,
+                        "approval_id": inp.approval_id,
+                        "remaining_tool_calls": inp.remaining_tool_calls,
+                        "updated_at": None,
+                    }
+                ),
+                header.message_count,
+                [],
+            )
 
         await self.deps.in_store(write)
 
@@ -66,10 +74,18 @@ class ApprovalActivities:
             store = self.deps.store
             header = store.load_header(inp.session_id)
             assert header is not None
-            store.append(header.model_copy(update={
-                "status": CheckpointStatus.IN_PROGRESS, "approval_id": None,
-                "remaining_tool_calls": None, "updated_at": None,
-            }), header.message_count, [])
+            store.append(
+                header.model_copy(
+                    update={
+                        "status": CheckpointStatus.IN_PROGRESS,
+                        "approval_id": None,
+                        "remaining_tool_calls": None,
+                        "updated_at": None,
+                    }
+                ),
+                header.message_count,
+                [],
+            )
             if inp.decision.approved:
                 return header.message_count
             rejected = Message.tool_result(inp.call, rejection_content(inp.decision.note), is_error=True)

@@ -12,8 +12,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from checkpoint.fingerprint import AgentDrift
-from checkpoint.format import FinishReason, Message, RunConfig, ToolCall, Usage
+from durable_agents.checkpoint.fingerprint import AgentDrift
+from durable_agents.checkpoint.format import FinishReason, Message, RunConfig, ToolCall, Usage
 
 BEGIN_RUN = "durable_agents.begin_run"
 MODEL_TURN = "durable_agents.model_turn"

@@ -15,10 +15,10 @@ from typing import Any, Literal, get_type_hints
 from pydantic import BaseModel
 from temporalio import activity
 
-from activities.providers.registry import check_model_string
-from checkpoint.errors import ConfigurationError
-from checkpoint.fingerprint import compute_fingerprint
-from checkpoint.format import Fingerprint, RunConfig, ToolSpec
+from durable_agents.activities.providers.registry import check_model_string
+from durable_agents.checkpoint.errors import ConfigurationError
+from durable_agents.checkpoint.fingerprint import compute_fingerprint
+from durable_agents.checkpoint.format import Fingerprint, RunConfig, ToolSpec
 
 DriftPolicy = Literal["warn", "error", "ignore"]
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
@@ -160,9 +160,7 @@ class Agent:
         seen: set[str] = set()
         for t in self.tools:
             if not isinstance(t, Tool):
-                raise ConfigurationError(
-                    f"agent {self.name!r}: {t!r} is not a tool; decorate it with @tool"
-                )
+                raise ConfigurationError(f"agent {self.name!r}: {t!r} is not a tool; decorate it with @tool")
             if t.name in seen:
                 raise ConfigurationError(
                     f"agent {self.name!r} has two tools named {t.name!r}; "
@@ -170,13 +168,9 @@ class Agent:
                 )
             seen.add(t.name)
         if self.max_steps < 1 or self.tool_concurrency < 1:
-            raise ConfigurationError(
-                f"agent {self.name!r}: max_steps and tool_concurrency must be at least 1"
-            )
+            raise ConfigurationError(f"agent {self.name!r}: max_steps and tool_concurrency must be at least 1")
         if self.on_agent_drift not in ("warn", "error", "ignore"):
-            raise ConfigurationError(
-                f"agent {self.name!r}: on_agent_drift must be 'warn', 'error' or 'ignore'"
-            )
+            raise ConfigurationError(f"agent {self.name!r}: on_agent_drift must be 'warn', 'error' or 'ignore'")
         self.tools = list(self.tools)
 
     def tool_named(self, name: str) -> Tool | None:
@@ -202,4 +196,3 @@ class Agent:
             self.instructions,
             [(t.name, t.input_model.model_json_schema()) for t in self.tools],
         )
-

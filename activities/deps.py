@@ -11,10 +11,10 @@ from typing import TypeVar
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.definitions import Agent
-from activities.providers.registry import ProviderRegistry
-from checkpoint.errors import DurableAgentsError
-from checkpoint.stores.base import CheckpointStore
+from durable_agents.activities.definitions import Agent
+from durable_agents.activities.providers.registry import ProviderRegistry
+from durable_agents.checkpoint.errors import DurableAgentsError
+from durable_agents.checkpoint.stores.base import CheckpointStore
 
 T = TypeVar("T")
 
@@ -56,7 +56,7 @@ class ActivityDeps:
                 return await self.in_store(fn, *args)
             except ApplicationError:
                 raise
-            except Exception as e:  # the store is unavailable for now
+            except Exception as e:  # noqa: BLE001 - the store is unavailable for now
                 activity.logger.warning("store write failed (%s); retrying in %.1fs", e, delay)
                 async with heartbeating(0.5):
                     await asyncio.sleep(delay)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from temporalio import activity
 
-from activities.contracts import FORK_SESSION, ForkSessionInput, ForkSessionOutput
-from activities.deps import ActivityDeps
-from checkpoint.fork import Patch, fork
+from durable_agents.activities.contracts import FORK_SESSION, ForkSessionInput, ForkSessionOutput
+from durable_agents.activities.deps import ActivityDeps
+from durable_agents.checkpoint.fork import Patch, fork
 
 
 class ForkActivities:
@@ -16,10 +16,14 @@ class ForkActivities:
     @activity.defn(name=FORK_SESSION)
     async def fork_session(self, inp: ForkSessionInput) -> ForkSessionOutput:
         def run() -> ForkSessionOutput:
-            made = fork(self.deps.store, inp.session_id, inp.from_step,
-                        Patch.model_validate(inp.patch), inp.new_session_id)
-            return ForkSessionOutput(session_id=made.session_id, step=made.step,
-                                     agent=made.checkpoint.agent,
-                                     message_count=len(made.checkpoint.messages))
+            made = fork(
+                self.deps.store, inp.session_id, inp.from_step, Patch.model_validate(inp.patch), inp.new_session_id
+            )
+            return ForkSessionOutput(
+                session_id=made.session_id,
+                step=made.step,
+                agent=made.checkpoint.agent,
+                message_count=len(made.checkpoint.messages),
+            )
 
         return await self.deps.in_store(run)

@@ -11,11 +11,11 @@ from __future__ import annotations
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.contracts import MODEL_TURN, ModelTurnInput, ModelTurnOutput
-from activities.deps import ActivityDeps, heartbeating
-from activities.providers.base import ModelRequest, ModelResponse
-from activities.providers.registry import split_model_string
-from checkpoint.format import (
+from durable_agents.activities.contracts import MODEL_TURN, ModelTurnInput, ModelTurnOutput
+from durable_agents.activities.deps import ActivityDeps, heartbeating
+from durable_agents.activities.providers.base import ModelRequest, ModelResponse
+from durable_agents.activities.providers.registry import split_model_string
+from durable_agents.checkpoint.format import (
     CheckpointHeader,
     CheckpointStatus,
     FinishReason,
@@ -36,42 +36,51 @@ class ModelActivities:
             raise ApplicationError(
                 f"session {inp.session_id!r} has no checkpoint at message {inp.position}; "
                 "the store was changed under a live run",
-                type="CheckpointNotFoundError", non_retryable=True,
+                type="CheckpointNotFoundError",
+                non_retryable=True,
             )
         if header.message_count > inp.position:
-            stored = await self.deps.in_store(
-                store.load_messages, inp.session_id, inp.position, inp.position + 1)
+            stored = await self.deps.in_store(store.load_messages, inp.session_id, inp.position, inp.position + 1)
             if stored[0].role == Role.ASSISTANT:
-                return ModelTurnOutput(tool_calls=stored[0].tool_calls or [], usage=header.usage,
-                                       replayed=True)
+                return ModelTurnOutput(tool_calls=stored[0].tool_calls or [], usage=header.usage, replayed=True)
         messages = await self.deps.in_store(store.load_messages, inp.session_id, 0, inp.position)
         async with heartbeating(max(header.run_config.model_heartbeat_seconds / 4, 0.25)):
             response = await self._generate(header, messages, inp)
         turn = response.message
         usage = header.usage + response.usage
         finished = not turn.tool_calls and inp.finish_if_no_tools
-        updated = header.model_copy(update={
-            "message_count": inp.position + 1, "step_index": inp.step, "usage": usage,
-            "status": CheckpointStatus.FINISHED if finished else CheckpointStatus.IN_PROGRESS,
-            "finish_reason": FinishReason.STOP if finished else None, "updated_at": None,
-        })
+        updated = header.model_copy(
+            update={
+                "message_count": inp.position + 1,
+                "step_index": inp.step,
+                "usage": usage,
+                "status": CheckpointStatus.FINISHED if finished else CheckpointStatus.IN_PROGRESS,
+                "finish_reason": FinishReason.STOP if finished else None,
+                "updated_at": None,
+            }
+        )
         await self.deps.in_store(store.append, updated, inp.position, [turn])
         return ModelTurnOutput(tool_calls=turn.tool_calls or [], usage=usage)
 
-    async def _generate(
-        self, header: CheckpointHeader, messages: list[Message], inp: ModelTurnInput
-    ) -> ModelResponse:
+    async def _generate(self, header: CheckpointHeader, messages: list[Message], inp: ModelTurnInput) -> ModelResponse:
         config = header.run_config
         assert config is not None
         provider_name, model = split_model_string(config.model)
         provider = self.deps.providers.get(provider_name)
-        response = await provider.generate(ModelRequest(
-            model=model, messages=messages, tools=config.tools, max_tokens=config.max_tokens,
-            session_id=inp.session_id, step=inp.step,
-        ))
+        response = await provider.generate(
+            ModelRequest(
+                model=model,
+                messages=messages,
+                tools=config.tools,
+                max_tokens=config.max_tokens,
+                session_id=inp.session_id,
+                step=inp.step,
+            )
+        )
         if response.message.role != Role.ASSISTANT:
             raise ApplicationError(
                 f"{provider_name} returned a {response.message.role} turn, not an assistant turn",
-                type="ModelProviderMalformedReply", non_retryable=True,
+                type="ModelProviderMalformedReply",
+                non_retryable=True,
             )
         return response

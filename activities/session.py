@@ -5,7 +5,7 @@ from __future__ import annotations
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.contracts import (
+from durable_agents.activities.contracts import (
     ABORT_RUN,
     APPEND_INPUT,
     BEGIN_RUN,
@@ -19,16 +19,16 @@ from activities.contracts import (
     FinishRunInput,
     RunState,
 )
-from activities.definitions import Agent
-from activities.deps import ActivityDeps
-from activities.tools import CANCELLED
-from activities.transcript import new_input_after, pending_tool_calls, strip_system
-from checkpoint.fingerprint import compare_fingerprints
-from checkpoint.format import (
+from durable_agents.activities.definitions import Agent
+from durable_agents.activities.deps import ActivityDeps
+from durable_agents.activities.tools import CANCELLED
+from durable_agents.activities.transcript import new_input_after, pending_tool_calls, strip_system
+from durable_agents.checkpoint.fingerprint import compare_fingerprints
+from durable_agents.checkpoint.format import (
     CheckpointHeader,
     CheckpointStatus,
-    FinishReason,
     Fingerprint,
+    FinishReason,
     Message,
     RunConfig,
 )
@@ -55,9 +55,12 @@ class SessionActivities:
             return self._start_session(inp, config, fp)
         resolving = inp.resolve_approval_id is not None and inp.resolve_approval_id == header.approval_id
         if header.status == CheckpointStatus.AWAITING_APPROVAL and not resolving:
-            raise _fail(f"session {inp.session_id!r} is waiting for approval {header.approval_id}; "
-                        "approve or reject it before sending new input",
-                        "SessionAwaitingApprovalError", header.approval_id)
+            raise _fail(
+                f"session {inp.session_id!r} is waiting for approval {header.approval_id}; "
+                "approve or reject it before sending new input",
+                "SessionAwaitingApprovalError",
+                header.approval_id,
+            )
         messages = store.load_messages(inp.session_id, 0, header.message_count)
         if header.status == CheckpointStatus.FINISHED:
             return self._continue_session(header, messages, inp, config, fp)
@@ -68,55 +71,91 @@ class SessionActivities:
         run_start = len(messages)
         messages += strip_system(inp.input)
         header = CheckpointHeader(
-            session_id=inp.session_id, agent=config.agent, message_count=len(messages),
-            run_config=config, fingerprint=fp, run_start_index=run_start, run_start_step=0,
+            session_id=inp.session_id,
+            agent=config.agent,
+            message_count=len(messages),
+            run_config=config,
+            fingerprint=fp,
+            run_start_index=run_start,
+            run_start_step=0,
         )
         self.deps.store.append(header, 0, messages)
         state = RunState(message_count=len(messages), step_index=0, run_start_index=run_start)
         return BeginRunOutput(config=config, state=state)
 
     def _continue_session(
-        self, header: CheckpointHeader, messages: list[Message], inp: BeginRunInput,
-        config: RunConfig, fp: Fingerprint,
+        self,
+        header: CheckpointHeader,
+        messages: list[Message],
+        inp: BeginRunInput,
+        config: RunConfig,
+        fp: Fingerprint,
     ) -> BeginRunOutput:
         new = new_input_after(messages, inp.input)
         start = header.message_count
-        updated = header.model_copy(update={
-            "message_count": start + len(new), "status": CheckpointStatus.IN_PROGRESS,
-            "finish_reason": None, "approval_id": None, "run_config": config,
-            "fingerprint": fp, "run_start_index": start, "run_start_step": header.step_index,
-            "agent": config.agent, "updated_at": None,
-        })
+        updated = header.model_copy(
+            update={
+                "message_count": start + len(new),
+                "status": CheckpointStatus.IN_PROGRESS,
+                "finish_reason": None,
+                "approval_id": None,
+                "run_config": config,
+                "fingerprint": fp,
+                "run_start_index": start,
+                "run_start_step": header.step_index,
+                "agent": config.agent,
+                "updated_at": None,
+            }
+        )
         self.deps.store.append(updated, start, new)
         state = RunState(
-            message_count=start + len(new), step_index=header.step_index, usage=header.usage,
-            run_start_step=header.step_index, run_start_index=start, run_start_usage=header.usage,
+            message_count=start + len(new),
+            step_index=header.step_index,
+            usage=header.usage,
+            run_start_step=header.step_index,
+            run_start_index=start,
+            run_start_usage=header.usage,
         )
         return BeginRunOutput(config=config, state=state)
 
     def _resume_session(
-        self, header: CheckpointHeader, messages: list[Message], inp: BeginRunInput,
-        agent: Agent, config: RunConfig, fp: Fingerprint,
+        self,
+        header: CheckpointHeader,
+        messages: list[Message],
+        inp: BeginRunInput,
+        agent: Agent,
+        config: RunConfig,
+        fp: Fingerprint,
     ) -> BeginRunOutput:
         pending, _ = pending_tool_calls(messages)
         drift = self._check_resumable(inp.session_id, header, pending, agent, fp)
         run_start = header.run_start_index or 0
         queued = list(header.pending_input or []) + self._new_resume_input(messages, run_start, inp)
         state = RunState(
-            message_count=header.message_count, step_index=header.step_index, usage=header.usage,
-            run_start_step=header.run_start_step or 0, run_start_index=run_start,
+            message_count=header.message_count,
+            step_index=header.step_index,
+            usage=header.usage,
+            run_start_step=header.run_start_step or 0,
+            run_start_index=run_start,
             pending_tool_calls=pending,
         )
         appended = [] if pending else queued
-        updated = header.model_copy(update={
-            "message_count": header.message_count + len(appended), "run_config": config,
-            "fingerprint": fp, "pending_input": None, "finish_reason": None, "updated_at": None,
-            "status": CheckpointStatus.IN_PROGRESS, "approval_id": None, "remaining_tool_calls": None,
-        })
+        updated = header.model_copy(
+            update={
+                "message_count": header.message_count + len(appended),
+                "run_config": config,
+                "fingerprint": fp,
+                "pending_input": None,
+                "finish_reason": None,
+                "updated_at": None,
+                "status": CheckpointStatus.IN_PROGRESS,
+                "approval_id": None,
+                "remaining_tool_calls": None,
+            }
+        )
         self.deps.store.append(updated, header.message_count, appended)
         state.message_count += len(appended)
-        return BeginRunOutput(config=config, state=state, queued_input=queued if pending else [],
-                              drift=drift)
+        return BeginRunOutput(config=config, state=state, queued_input=queued if pending else [], drift=drift)
 
     @staticmethod
     def _new_resume_input(messages: list[Message], run_start: int, inp: BeginRunInput) -> list[Message]:
@@ -126,26 +165,29 @@ class SessionActivities:
             return []  # the request the run started from, sent again after a crash: a retry
         return new
 
-    def _check_resumable(
-        self, session_id: str, header: CheckpointHeader, pending: list, agent: Agent, fp: Fingerprint
-    ):
+    def _check_resumable(self, session_id: str, header: CheckpointHeader, pending: list, agent: Agent, fp: Fingerprint):
         """Refuse before any write or call: a pending call's tool is gone, or drift is an error."""
         missing = [c for c in pending if agent.tool_named(c.name) is None]
         if missing:
             names = ", ".join(f"{c.name} ({c.id})" for c in missing)
-            raise _fail(f"session {session_id!r} has pending calls to tools that agent "
-                        f"{agent.name!r} no longer has: {names}; deploy a worker whose agent has "
-                        "them, or fork the session and patch their results", "ResumeToolMissingError")
+            raise _fail(
+                f"session {session_id!r} has pending calls to tools that agent "
+                f"{agent.name!r} no longer has: {names}; deploy a worker whose agent has "
+                "them, or fork the session and patch their results",
+                "ResumeToolMissingError",
+            )
         drift = compare_fingerprints(header.fingerprint, fp)
         if drift is None or agent.on_agent_drift == "ignore":
             return None
         if agent.on_agent_drift == "error":
-            raise _fail(f"agent {agent.name!r} changed since session {session_id!r} was saved "
-                        f"({drift.describe()}); the checkpoint is untouched. Resume it with the "
-                        "previous agent, or set on_agent_drift='warn'", "AgentDriftError",
-                        drift.to_dict())
-        activity.logger.warning("agent %s drifted for session %s: %s", agent.name, session_id,
-                                drift.describe())
+            raise _fail(
+                f"agent {agent.name!r} changed since session {session_id!r} was saved "
+                f"({drift.describe()}); the checkpoint is untouched. Resume it with the "
+                "previous agent, or set on_agent_drift='warn'",
+                "AgentDriftError",
+                drift.to_dict(),
+            )
+        activity.logger.warning("agent %s drifted for session %s: %s", agent.name, session_id, drift.describe())
         return drift
 
     @activity.defn(name=APPEND_INPUT)
@@ -155,8 +197,7 @@ class SessionActivities:
             assert header is not None
             if header.message_count >= inp.position + len(inp.messages):
                 return inp.position + len(inp.messages)  # written before a crash (a re-run)
-            updated = header.model_copy(update={
-                "message_count": inp.position + len(inp.messages), "updated_at": None})
+            updated = header.model_copy(update={"message_count": inp.position + len(inp.messages), "updated_at": None})
             self.deps.store.append(updated, inp.position, inp.messages)
             return updated.message_count
 
@@ -167,9 +208,9 @@ class SessionActivities:
         def write() -> None:
             header = self.deps.store.load_header(inp.session_id)
             assert header is not None
-            updated = header.model_copy(update={
-                "status": CheckpointStatus.FINISHED, "finish_reason": inp.finish_reason,
-                "updated_at": None})
+            updated = header.model_copy(
+                update={"status": CheckpointStatus.FINISHED, "finish_reason": inp.finish_reason, "updated_at": None}
+            )
             self.deps.store.append(updated, header.message_count, [])
 
         await self.deps.in_store(write)
@@ -182,15 +223,24 @@ class SessionActivities:
             store = self.deps.store
             ids = [c.id for c in inp.batch]
             for call in inp.batch:
-                store.record_tool_result(inp.session_id, Message.tool_result(call, CANCELLED, is_error=True),
-                                         inp.batch_start, ids)
+                store.record_tool_result(
+                    inp.session_id, Message.tool_result(call, CANCELLED, is_error=True), inp.batch_start, ids
+                )
             header = store.load_header(inp.session_id)
             assert header is not None
-            store.append(header.model_copy(update={"finish_reason": FinishReason.ABORTED,
-                                                   "status": CheckpointStatus.IN_PROGRESS,
-                                                   "approval_id": None, "remaining_tool_calls": None,
-                                                   "updated_at": None}),
-                         header.message_count, [])
+            store.append(
+                header.model_copy(
+                    update={
+                        "finish_reason": FinishReason.ABORTED,
+                        "status": CheckpointStatus.IN_PROGRESS,
+                        "approval_id": None,
+                        "remaining_tool_calls": None,
+                        "updated_at": None,
+                    }
+                ),
+                header.message_count,
+                [],
+            )
             return header.message_count
 
         return AbortRunOutput(message_count=await self.deps.in_store(write))

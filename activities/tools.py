@@ -14,11 +14,11 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 from temporalio import activity
 
-from activities.contracts import EXECUTE_TOOL, ExecuteToolInput, ExecuteToolOutput
-from activities.definitions import Tool, ToolContext
-from activities.deps import ActivityDeps, heartbeating
-from checkpoint.format import Message, ToolCall
-from checkpoint.transcript import result_content
+from durable_agents.activities.contracts import EXECUTE_TOOL, ExecuteToolInput, ExecuteToolOutput
+from durable_agents.activities.definitions import Tool, ToolContext
+from durable_agents.activities.deps import ActivityDeps, heartbeating
+from durable_agents.checkpoint.format import Message, ToolCall
+from durable_agents.checkpoint.transcript import result_content
 
 INVALID_JSON_KEY = "__invalid_json__"
 CANCELLED = '{"error": "cancelled"}'
@@ -56,16 +56,19 @@ class ToolActivities:
                     raise  # not an abort: Temporal retries the call on another worker
                 # The run was aborted: this call's result is "cancelled" (unless it has one).
                 cancelled = Message.tool_result(inp.call, CANCELLED, is_error=True)
-                await asyncio.shield(self.deps.in_store(
-                    store.record_tool_result, inp.session_id, cancelled, inp.batch_start, inp.batch))
+                await asyncio.shield(
+                    self.deps.in_store(store.record_tool_result, inp.session_id, cancelled, inp.batch_start, inp.batch)
+                )
                 raise
             recorded = Message.tool_result(inp.call, content, is_error=kind != "result")
         else:
             kind = "recorded"  # never re-executed
         count = await self.deps.record_until_stored(
-            store.record_tool_result, inp.session_id, recorded, inp.batch_start, inp.batch)
-        return ExecuteToolOutput(tool_call_id=inp.call.id, is_error=bool(recorded.is_error),
-                                 kind=kind, recorded_through=count)
+            store.record_tool_result, inp.session_id, recorded, inp.batch_start, inp.batch
+        )
+        return ExecuteToolOutput(
+            tool_call_id=inp.call.id, is_error=bool(recorded.is_error), kind=kind, recorded_through=count
+        )
 
     async def _run(self, inp: ExecuteToolInput) -> tuple[str, str]:
         call = inp.call
@@ -74,25 +77,31 @@ class ToolActivities:
             names = ", ".join(t.name for t in self.deps.agent(inp.agent).tools) or "none"
             return _dump({"error": f"unknown tool {call.name!r}; available tools: {names}"}), "unknown-tool"
         if INVALID_JSON_KEY in call.arguments:
-            return _dump({"error": "arguments are not a valid JSON object: "
-                                   f"{call.arguments[INVALID_JSON_KEY]!r}"}), "validation-error"
+            return _dump(
+                {"error": f"arguments are not a valid JSON object: {call.arguments[INVALID_JSON_KEY]!r}"}
+            ), "validation-error"
         try:
             args = tool.input_model.model_validate(call.arguments)
         except ValidationError as e:
-            return _dump({"error": f"invalid arguments for {call.name}", "details": json.loads(
-                e.json(include_url=False, include_input=False))}), "validation-error"
+            return _dump(
+                {
+                    "error": f"invalid arguments for {call.name}",
+                    "details": json.loads(e.json(include_url=False, include_input=False)),
+                }
+            ), "validation-error"
         starts = await self.deps.in_store(self.deps.store.tool_started, inp.session_id, call.id)
         if starts and not tool.safe_to_retry:
             return _dump(durability_error(call)), "tool-durability-error"
-        ctx = ToolContext(tool_call_id=call.id, session_id=inp.session_id, step=inp.step,
-                          attempt=starts + 1, agent=inp.agent)
+        ctx = ToolContext(
+            tool_call_id=call.id, session_id=inp.session_id, step=inp.step, attempt=starts + 1, agent=inp.agent
+        )
         return await self._invoke(tool, args, ctx)
 
     async def _invoke(self, tool: Tool, args: BaseModel, ctx: ToolContext) -> tuple[str, str]:
         try:
             async with heartbeating(max(tool.heartbeat_seconds / 3, 0.5)):
                 output = await tool.fn(args, ctx)
-        except Exception as e:  # the tool's own failure is its result, not a crash
+        except Exception as e:  # noqa: BLE001 - the tool's own failure is its result, not a crash
             activity.logger.info("tool %s (%s) raised %r", tool.name, ctx.tool_call_id, e)
             return _dump({"error": f"{type(e).__name__}: {e}"}), "error"
         return _dump(output), "result"

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from checkpoint.format import Message, Role
-from checkpoint.transcript import pending_tool_calls
+from durable_agents.checkpoint.format import Message, Role
+from durable_agents.checkpoint.transcript import pending_tool_calls
 
 __all__ = ["new_input_after", "pending_tool_calls", "strip_system"]
 
@@ -19,5 +19,5 @@ def new_input_after(stored: list[Message], incoming: list[Message]) -> list[Mess
     history = [(m.role, m.content) for m in strip_system(stored)]
     keys = [(m.role, m.content) for m in incoming]
     if len(keys) > 1 and keys[: len(history)] == history:
-        return incoming[len(history):]
+        return incoming[len(history) :]
     return incoming

@@ -18,7 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from step_overhead import warm_bench_worker  # noqa: E402
+from step_overhead import warm_bench_worker
 
 
 async def main() -> None:
@@ -29,14 +29,16 @@ async def main() -> None:
     opts = parser.parse_args()
     async with warm_bench_worker(opts.steps, opts.local) as (_, agents):
         started = time.perf_counter()
-        results = await asyncio.gather(*(
-            agents.send("bench", "go", session_id=f"c-{uuid.uuid4().hex[:8]}")
-            for _ in range(opts.sessions)))
+        results = await asyncio.gather(
+            *(agents.send("bench", "go", session_id=f"c-{uuid.uuid4().hex[:8]}") for _ in range(opts.sessions))
+        )
         elapsed = time.perf_counter() - started
     steps = sum(r.steps for r in results)
-    print(f"{opts.sessions} concurrent sessions × {opts.steps} steps "
-          f"({'local' if opts.local else 'regular'} activities): {steps} steps in {elapsed:.1f}s "
-          f"= {steps / elapsed:.0f} steps/s")
+    print(
+        f"{opts.sessions} concurrent sessions × {opts.steps} steps "
+        f"({'local' if opts.local else 'regular'} activities): {steps} steps in {elapsed:.1f}s "
+        f"= {steps / elapsed:.0f} steps/s"
+    )
 
 
 if __name__ == "__main__":

@@ -19,9 +19,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from checkpoint import Checkpoint, Message, Role, SqliteStore, ToolCall  # noqa: E402
-from checkpoint.compare import compare_trajectories  # noqa: E402
-from checkpoint.fork import Patch, ToolResultPatch, fork  # noqa: E402
+from durable_agents.checkpoint import Checkpoint, Message, Role, SqliteStore, ToolCall
+from durable_agents.checkpoint.compare import compare_trajectories
+from durable_agents.checkpoint.fork import Patch, ToolResultPatch, fork
 
 
 def transcript(steps: int, last_result: str = "ok") -> list[Message]:

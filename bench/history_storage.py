@@ -27,9 +27,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from checkpoint import Checkpoint, Message, ToolCall  # noqa: E402
-from checkpoint.format import Role  # noqa: E402
-from tests.checkpoint.conftest import (  # noqa: E402
+from durable_agents.checkpoint import Checkpoint, Message, ToolCall
+from durable_agents.checkpoint.format import Role
+from tests.checkpoint.conftest import (
     BACKENDS,
     POSTGRES_URL_ENV,
     ThrowawayPostgres,
@@ -44,11 +44,16 @@ def fill(store, saves: int, size: int) -> float:
     began = time.perf_counter()
     for i in range(1, saves):
         header = store.load_header("bench")
-        turn = Message(role=Role.ASSISTANT, content=f"turn {i} " + "x" * (size - 20),
-                       tool_calls=[ToolCall(id=f"call_{i}", name="t", arguments={"i": i})])
-        store.append(header.model_copy(update={"message_count": header.message_count + 1,
-                                               "step_index": i, "updated_at": None}),
-                     header.message_count, [turn])
+        turn = Message(
+            role=Role.ASSISTANT,
+            content=f"turn {i} " + "x" * (size - 20),
+            tool_calls=[ToolCall(id=f"call_{i}", name="t", arguments={"i": i})],
+        )
+        store.append(
+            header.model_copy(update={"message_count": header.message_count + 1, "step_index": i, "updated_at": None}),
+            header.message_count,
+            [turn],
+        )
     return (time.perf_counter() - began) * 1000 / max(saves - 1, 1)
 
 
@@ -90,8 +95,7 @@ def main() -> None:
                 transcript = sum(len(m.to_json()) for m in store.load("bench").messages)
                 kept = storage_bytes(store)
                 disk = storage_bytes(store, on_disk=True)
-                rows.append((kind, (transcript, kept, disk, save_ms,
-                                    history_ms(store, args.history_limit)), ""))
+                rows.append((kind, (transcript, kept, disk, save_ms, history_ms(store, args.history_limit)), ""))
 
     print(f"\n{args.saves} saves of {args.size} B messages, history_limit={args.history_limit}\n")
     head = ("store", "transcript B", "stored B", "x", "on disk B", "x", "ms/save", f"history({args.history_limit}) ms")
@@ -101,10 +105,14 @@ def main() -> None:
             print(f"{kind:<9} skipped: {note}")
             continue
         transcript, kept, disk, save_ms, hist_ms = figures
-        print(f"{kind:<9} {transcript:>13,} {kept:>12,} {kept / transcript:>5.2f} {disk:>12,} "
-              f"{disk / transcript:>5.2f} {save_ms:>8.2f} {hist_ms:>16.1f}")
-    print("\nstored = values in tables (sqlite, memory, postgres) or files (file); on disk = database"
-          " pages (sqlite: in use after a WAL checkpoint; postgres: pg_total_relation_size) or files.")
+        print(
+            f"{kind:<9} {transcript:>13,} {kept:>12,} {kept / transcript:>5.2f} {disk:>12,} "
+            f"{disk / transcript:>5.2f} {save_ms:>8.2f} {hist_ms:>16.1f}"
+        )
+    print(
+        "\nstored = values in tables (sqlite, memory, postgres) or files (file); on disk = database"
+        " pages (sqlite: in use after a WAL checkpoint; postgres: pg_total_relation_size) or files."
+    )
 
 
 if __name__ == "__main__":

@@ -22,13 +22,22 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pydantic import BaseModel  # noqa: E402
-from temporalio.client import Client  # noqa: E402
+from pydantic import BaseModel
+from temporalio.client import Client
 
-from checkpoint import Message, SqliteStore  # noqa: E402
-from durable_agents import Agent, AgentClient, ScriptedToolCall, ScriptedTurn, ToolContext, build_worker, register_script, tool  # noqa: E402
-from durable_agents.connection import data_converter  # noqa: E402
-from durable_agents.devserver import DevServer  # noqa: E402
+from durable_agents import (
+    Agent,
+    AgentClient,
+    ScriptedToolCall,
+    ScriptedTurn,
+    ToolContext,
+    build_worker,
+    register_script,
+    tool,
+)
+from durable_agents.checkpoint import Message, SqliteStore
+from durable_agents.connection import data_converter
+from durable_agents.devserver import DevServer
 
 
 class Args(BaseModel):
@@ -46,6 +55,7 @@ def script_for(steps: int):
         if turns >= steps - 1:
             return ScriptedTurn(text="done")
         return ScriptedTurn(text="t", tool_calls=[ScriptedToolCall(name="noop", arguments={"n": turns})])
+
     return play
 
 
@@ -53,8 +63,7 @@ def script_for(steps: int):
 async def warm_bench_worker(steps: int, local: bool) -> AsyncIterator[tuple[Client, AgentClient]]:
     """A headless in-memory dev server and a warm in-process worker for the bench agent."""
     register_script("bench", script_for(steps))
-    agent = Agent(name="bench", model="scripted:bench", tools=[noop], max_steps=steps + 1,
-                  local_activities=local)
+    agent = Agent(name="bench", model="scripted:bench", tools=[noop], max_steps=steps + 1, local_activities=local)
     with tempfile.TemporaryDirectory() as tmp, DevServer(ui=False, db_file=None) as server:
         client = await Client.connect(server.address, data_converter=data_converter())
         store = SqliteStore(Path(tmp) / "store.db")
@@ -80,10 +89,11 @@ async def main() -> None:
             per_step.append((time.perf_counter() - started) * 1000 / result.steps)
         history = await client.get_workflow_handle(sid).fetch_history()
         size = sum(e.ByteSize() for e in history.events)
-    print(f"steps per run: {opts.steps}, runs: {opts.runs}, "
-          f"{'local' if opts.local else 'regular'} activities")
-    print(f"ms per step (model turn + tool call): median {statistics.median(per_step):.1f}, "
-          f"min {min(per_step):.1f}, max {max(per_step):.1f}")
+    print(f"steps per run: {opts.steps}, runs: {opts.runs}, {'local' if opts.local else 'regular'} activities")
+    print(
+        f"ms per step (model turn + tool call): median {statistics.median(per_step):.1f}, "
+        f"min {min(per_step):.1f}, max {max(per_step):.1f}"
+    )
     print(f"Temporal history: {len(history.events)} events, {size} bytes, {size / opts.steps:.0f} bytes/step")
 
 

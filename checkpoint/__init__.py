@@ -4,20 +4,20 @@ This package imports neither Temporal nor any LLM SDK: a run's stored record
 can be read, listed and compared with it alone.
 """
 
-from checkpoint.errors import (
+from durable_agents.checkpoint.errors import (
     CheckpointNotFoundError,
     ConfigurationError,
     DurableAgentsError,
     StoreCorruptError,
     StoreUnavailableError,
 )
-from checkpoint.format import (
+from durable_agents.checkpoint.format import (
     FORMAT_VERSION,
     Checkpoint,
     CheckpointHeader,
     CheckpointStatus,
-    FinishReason,
     Fingerprint,
+    FinishReason,
     HistoryEntry,
     Message,
     Role,
@@ -27,7 +27,7 @@ from checkpoint.format import (
     ToolSpec,
     Usage,
 )
-from checkpoint.stores import (
+from durable_agents.checkpoint.stores import (
     DEFAULT_STORE_URL,
     CheckpointStore,
     FileStore,
@@ -39,8 +39,8 @@ from checkpoint.stores import (
 )
 
 __all__ = [
-    "FORMAT_VERSION",
     "DEFAULT_STORE_URL",
+    "FORMAT_VERSION",
     "Checkpoint",
     "CheckpointHeader",
     "CheckpointNotFoundError",
@@ -48,22 +48,22 @@ __all__ = [
     "CheckpointStore",
     "ConfigurationError",
     "DurableAgentsError",
-    "FinishReason",
+    "FileStore",
     "Fingerprint",
+    "FinishReason",
     "HistoryEntry",
     "MemoryStore",
     "Message",
+    "PostgresStore",
     "Role",
     "RunConfig",
     "SessionSummary",
     "SqliteStore",
     "StoreCorruptError",
+    "StoreUnavailableError",
     "ToolCall",
     "ToolSpec",
     "Usage",
     "get_checkpoint_history",
     "open_store",
-    "FileStore",
-    "PostgresStore",
-    "StoreUnavailableError",
 ]

@@ -16,8 +16,8 @@ from typing import Any
 
 from pydantic import Field
 
-from checkpoint.errors import ConfigurationError
-from checkpoint.format import Checkpoint, FinishReason, FormatModel, Message, Role
+from durable_agents.checkpoint.errors import ConfigurationError
+from durable_agents.checkpoint.format import Checkpoint, FinishReason, FormatModel, Message, Role
 
 Run = Checkpoint | Sequence[Message]
 
@@ -134,8 +134,7 @@ def _tool_drift(a: list[TrajectoryStep], b: list[TrajectoryStep]) -> TrajectoryD
             drift.tool_order.append(ToolOrderDrift(step=x.index, a=names_a, b=names_b))
         for ca, cb in zip(x.tool_calls, y.tool_calls):
             if ca.name == cb.name and ca.arguments != cb.arguments:
-                drift.arguments.append(
-                    ArgumentDrift(step=x.index, tool=ca.name, a=ca.arguments, b=cb.arguments))
+                drift.arguments.append(ArgumentDrift(step=x.index, tool=ca.name, a=ca.arguments, b=cb.arguments))
     return drift
 
 
@@ -154,8 +153,7 @@ def compare_trajectories(a: Run, b: Run) -> TrajectoryComparison:
     if len(steps_a) != len(steps_b):
         drift.step_count = StepCountDrift(a=len(steps_a), b=len(steps_b))
     drift.finish_reason = _finish_drift(a, b)
-    return TrajectoryComparison(
-        diverged_at=_diverged_at(steps_a, steps_b), a=steps_a, b=steps_b, drift=drift)
+    return TrajectoryComparison(diverged_at=_diverged_at(steps_a, steps_b), a=steps_a, b=steps_b, drift=drift)
 
 
 # -- text summary ---------------------------------------------------------------------
@@ -163,8 +161,7 @@ WIDTH = 44
 
 
 def _short(value: Any, width: int) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"),
-                                                           default=str)
+    text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"), default=str)
     text = " ".join(text.split())
     return text if len(text) <= width else text[: width - 1] + "…"
 
@@ -196,8 +193,9 @@ def _step_rows(i: int, cmp: TrajectoryComparison) -> list[str]:
 
 def _drift_lines(drift: TrajectoryDrift) -> list[str]:
     lines = [f"  tool order at step {d.step}: a {d.a}  b {d.b}" for d in drift.tool_order]
-    lines += [f"  arguments of {d.tool} at step {d.step}: a {_short(d.a, 50)}  b {_short(d.b, 50)}"
-              for d in drift.arguments]
+    lines += [
+        f"  arguments of {d.tool} at step {d.step}: a {_short(d.a, 50)}  b {_short(d.b, 50)}" for d in drift.arguments
+    ]
     if drift.step_count:
         lines.append(f"  step count: a {drift.step_count.a}  b {drift.step_count.b}")
     if drift.finish_reason:

@@ -34,9 +34,7 @@ class CheckpointNotFoundError(DurableAgentsError):
 
     code = "CHECKPOINT_NOT_FOUND"
 
-    def __init__(
-        self, message: str, *, session_id: str, kept_steps: list[int] | None = None
-    ) -> None:
+    def __init__(self, message: str, *, session_id: str, kept_steps: list[int] | None = None) -> None:
         super().__init__(message)
         self.session_id = session_id
         self.kept_steps = kept_steps or []

@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import Field
 
-from checkpoint.format import Fingerprint, FormatModel, ToolFingerprint
+from durable_agents.checkpoint.format import Fingerprint, FormatModel, ToolFingerprint
 
 
 def _sha(data: str) -> str:
@@ -19,17 +19,13 @@ def _schema_hash(schema: dict[str, Any]) -> str:
     return _sha(json.dumps(schema, sort_keys=True, separators=(",", ":")))[:16]
 
 
-def compute_fingerprint(
-    model: str, instructions: str, tools: list[tuple[str, dict[str, Any]]]
-) -> Fingerprint:
+def compute_fingerprint(model: str, instructions: str, tools: list[tuple[str, dict[str, Any]]]) -> Fingerprint:
     """Model id, each tool's name with a hash of its input schema, a hash of the
     instructions, and a short SHA-256 over all of them. Code is not part of it."""
     parts = [ToolFingerprint(name=name, schema_hash=_schema_hash(schema)) for name, schema in tools]
     parts.sort(key=lambda t: t.name)
     instructions_hash = _sha(instructions)[:16]
-    whole = json.dumps(
-        [model, instructions_hash, [[t.name, t.schema_hash] for t in parts]], separators=(",", ":")
-    )
+    whole = json.dumps([model, instructions_hash, [[t.name, t.schema_hash] for t in parts]], separators=(",", ":"))
     return Fingerprint(model=model, tools=parts, instructions_hash=instructions_hash, digest=_sha(whole)[:12])
 
 
@@ -46,8 +42,11 @@ class AgentDrift(FormatModel):
         parts = []
         if self.model:
             parts.append(f"model {self.model[0]} → {self.model[1]}")
-        for label, names in (("tools added", self.tools_added), ("tools removed", self.tools_removed),
-                             ("tools changed", self.tools_changed)):
+        for label, names in (
+            ("tools added", self.tools_added),
+            ("tools removed", self.tools_removed),
+            ("tools changed", self.tools_changed),
+        ):
             if names:
                 parts.append(f"{label}: {', '.join(names)}")
         if self.instructions:

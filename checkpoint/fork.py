@@ -12,9 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-
-from checkpoint.errors import CheckpointNotFoundError, ConfigurationError
-from checkpoint.format import (
+from durable_agents.checkpoint.errors import CheckpointNotFoundError, ConfigurationError
+from durable_agents.checkpoint.format import (
     Checkpoint,
     CheckpointStatus,
     FormatModel,
@@ -22,8 +21,8 @@ from checkpoint.format import (
     Role,
     ToolCall,
 )
-from checkpoint.transcript import pending_tool_calls, result_content
-from checkpoint.stores.base import get_checkpoint_history
+from durable_agents.checkpoint.stores.base import get_checkpoint_history
+from durable_agents.checkpoint.transcript import pending_tool_calls, result_content
 
 MessagesFn = Callable[[list[Message]], list[Message]]
 
@@ -100,7 +99,8 @@ def _entry_for_step(entries: list[Any], session_id: str, step: int) -> Checkpoin
         detail = "it has no history (unknown session, or a store with history_limit=0)"
     raise CheckpointNotFoundError(
         f"session {session_id!r} has no checkpoint for step {step}: {detail}",
-        session_id=session_id, kept_steps=kept,
+        session_id=session_id,
+        kept_steps=kept,
     )
 
 
@@ -126,9 +126,7 @@ def _target_id(store: Any, session_id: str, new_session_id: str | None) -> str:
 
 
 # -- applying the patch ------------------------------------------------------------
-def _patched(
-    source: Checkpoint, target: str, patch: Patch, messages_fn: MessagesFn | None
-) -> Checkpoint:
+def _patched(source: Checkpoint, target: str, patch: Patch, messages_fn: MessagesFn | None) -> Checkpoint:
     messages = list(source.messages)
     if patch.messages is not None:
         messages = list(patch.messages)
@@ -144,14 +142,21 @@ def _patched(
     else:
         pending_input = source.pending_input
     messages += queued
-    return source.model_copy(update={
-        "session_id": target, "messages": messages, "business_state": state,
-        "pending_input": pending_input,
-        "status": CheckpointStatus.IN_PROGRESS, "approval_id": None,
-        "remaining_tool_calls": None, "finish_reason": None,
-        "run_start_index": run_start, "run_start_step": source.step_index,
-        "updated_at": None,
-    })
+    return source.model_copy(
+        update={
+            "session_id": target,
+            "messages": messages,
+            "business_state": state,
+            "pending_input": pending_input,
+            "status": CheckpointStatus.IN_PROGRESS,
+            "approval_id": None,
+            "remaining_tool_calls": None,
+            "finish_reason": None,
+            "run_start_index": run_start,
+            "run_start_step": source.step_index,
+            "updated_at": None,
+        }
+    )
 
 
 def _checked_messages(messages: Any) -> list[Message]:

@@ -20,9 +20,7 @@ FORMAT_VERSION = 1
 class FormatModel(BaseModel):
     """Base of every persisted model: camelCase on the wire, snake_case in Python."""
 
-    model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, extra="ignore"
-    )
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
 
     def to_json(self) -> str:
         return self.model_dump_json(by_alias=True, exclude_none=True)
@@ -77,9 +75,7 @@ class Message(FormatModel):
         return cls(role=Role.USER, content=text)
 
     @classmethod
-    def tool_result(
-        cls, call: ToolCall, content: str, *, is_error: bool = False
-    ) -> Message:
+    def tool_result(cls, call: ToolCall, content: str, *, is_error: bool = False) -> Message:
         return cls(
             role=Role.TOOL,
             content=content,
@@ -186,9 +182,7 @@ class Checkpoint(CheckpointFields):
     messages: list[Message] = Field(default_factory=list)
 
     def header(self) -> CheckpointHeader:
-        return CheckpointHeader(
-            **self.model_dump(exclude={"messages"}), message_count=len(self.messages)
-        )
+        return CheckpointHeader(**self.model_dump(exclude={"messages"}), message_count=len(self.messages))
 
 
 class CheckpointHeader(CheckpointFields):
@@ -220,4 +214,3 @@ class SessionSummary(FormatModel):
     message_count: int
     approval_id: str | None = None
     updated_at: datetime | None = None
-

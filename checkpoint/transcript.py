@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from checkpoint.format import Message, Role, ToolCall
+from durable_agents.checkpoint.format import Message, Role, ToolCall
 
 
 def pending_tool_calls(messages: list[Message]) -> tuple[list[ToolCall], int]:
@@ -19,7 +19,7 @@ def pending_tool_calls(messages: list[Message]) -> tuple[list[ToolCall], int]:
     for index in range(len(messages) - 1, -1, -1):
         message = messages[index]
         if message.role == Role.ASSISTANT:
-            answered = {m.tool_call_id for m in messages[index + 1:] if m.role == Role.TOOL}
+            answered = {m.tool_call_id for m in messages[index + 1 :] if m.role == Role.TOOL}
             return [c for c in message.tool_calls or [] if c.id not in answered], index
         if message.role == Role.USER:
             break

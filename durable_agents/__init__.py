@@ -3,12 +3,12 @@
 Define agents and tools, build a worker, start runs with ``AgentClient``.
 """
 
-from activities.definitions import Agent, Tool, ToolContext, tool
-from activities.providers.scripted import ScriptedToolCall, ScriptedTurn, register_script
-from checkpoint.format import CheckpointStatus, FinishReason, Message, ToolCall, Usage
-from activities.contracts import ApprovalDecision, PendingApproval
+from durable_agents._outcomes import RunResult
+from durable_agents.activities.contracts import ApprovalDecision, PendingApproval
+from durable_agents.activities.definitions import Agent, Tool, ToolContext, tool
+from durable_agents.activities.providers.scripted import ScriptedToolCall, ScriptedTurn, register_script
+from durable_agents.checkpoint.format import CheckpointStatus, FinishReason, Message, ToolCall, Usage
 from durable_agents.client import AgentClient
-from durable_agents.outcomes import RunResult
 from durable_agents.connection import DEFAULT_TASK_QUEUE, connect
 from durable_agents.errors import (
     AgentDriftError,

@@ -22,11 +22,13 @@ from temporalio.converter import PayloadCodec
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.contracts import ApprovalDecision, ForkSessionInput, ForkSessionOutput, PendingApproval
-from checkpoint.fork import Patch
-from checkpoint.format import CheckpointStatus, Message
-from checkpoint.stores import open_store
-from checkpoint.stores.base import CheckpointStore
+from durable_agents._outcomes import RunResult, as_messages, outcome_error, pending_from_store
+from durable_agents._search import search_attributes_registered
+from durable_agents.activities.contracts import ApprovalDecision, ForkSessionInput, ForkSessionOutput, PendingApproval
+from durable_agents.checkpoint.fork import Patch
+from durable_agents.checkpoint.format import CheckpointStatus, Message
+from durable_agents.checkpoint.stores import open_store
+from durable_agents.checkpoint.stores.base import CheckpointStore
 from durable_agents.connection import DEFAULT_TASK_QUEUE, connect
 from durable_agents.errors import (
     ApprovalNotPendingError,
@@ -35,10 +37,8 @@ from durable_agents.errors import (
     SessionAwaitingApprovalError,
     SessionBusyError,
 )
-from durable_agents.outcomes import RunResult, as_messages, outcome_error, pending_from_store
-from durable_agents.search import search_attributes_registered
-from workflows import FORK_WORKFLOW
-from workflows.contracts import AGENT_RUN_WORKFLOW, AgentRunInput, Outcome, RunSummary
+from durable_agents.workflows import FORK_WORKFLOW
+from durable_agents.workflows.contracts import AGENT_RUN_WORKFLOW, AgentRunInput, Outcome, RunSummary
 
 __all__ = ["AgentClient", "RunResult"]
 
@@ -98,9 +98,17 @@ class AgentClient:
         try:
             return await self.temporal.start_workflow(
                 AGENT_RUN_WORKFLOW,
-                AgentRunInput(session_id=session_id, agent=agent, input=messages, model=model,
-                              approval=approval, search_attributes=self._search_attributes),
-                id=session_id, task_queue=self.task_queue, result_type=RunSummary,
+                AgentRunInput(
+                    session_id=session_id,
+                    agent=agent,
+                    input=messages,
+                    model=model,
+                    approval=approval,
+                    search_attributes=self._search_attributes,
+                ),
+                id=session_id,
+                task_queue=self.task_queue,
+                result_type=RunSummary,
                 id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
                 id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
                 static_summary=f"{agent}: {first.splitlines()[0][:120]}",
@@ -129,8 +137,7 @@ class AgentClient:
         """Continue an unfinished session (e.g. a fork or a crashed run) without new input."""
         header = self.store.load_header(session_id)
         if header is None:
-            raise CheckpointNotFoundError(f"no session {session_id!r} in {self.store!r}",
-                                          session_id=session_id)
+            raise CheckpointNotFoundError(f"no session {session_id!r} in {self.store!r}", session_id=session_id)
         name = agent or header.agent
         if not name:
             raise ConfigurationError(f"session {session_id!r} records no agent; pass agent=")
@@ -170,14 +177,21 @@ class AgentClient:
         Resume the fork with ``resume(fork.session_id)``. For a fork without
         Temporal, call ``checkpoint.fork.fork(store, …)`` directly.
         """
-        inp = ForkSessionInput(session_id=session_id, from_step=from_step,
-                               patch=(patch or Patch()).model_dump(mode="json", exclude_unset=True),
-                               new_session_id=new_session_id)
+        inp = ForkSessionInput(
+            session_id=session_id,
+            from_step=from_step,
+            patch=(patch or Patch()).model_dump(mode="json", exclude_unset=True),
+            new_session_id=new_session_id,
+        )
         try:
             return await self.temporal.execute_workflow(
-                FORK_WORKFLOW, inp, id=f"fork-{session_id}-{uuid.uuid4().hex[:8]}",
-                task_queue=self.task_queue, result_type=ForkSessionOutput,
-                static_summary=f"fork {session_id} at step {from_step}")
+                FORK_WORKFLOW,
+                inp,
+                id=f"fork-{session_id}-{uuid.uuid4().hex[:8]}",
+                task_queue=self.task_queue,
+                result_type=ForkSessionOutput,
+                static_summary=f"fork {session_id} at step {from_step}",
+            )
         except WorkflowFailureError as e:
             raise outcome_error(session_id, e) from e
 
@@ -202,8 +216,7 @@ class AgentClient:
         pending = await self._pending(session_id, handle, live)
         if pending is None or (approval_id and approval_id != pending.approval_id):
             raise ApprovalNotPendingError(session_id, approval_id, pending.approval_id if pending else None)
-        decision = ApprovalDecision(approval_id=pending.approval_id, approved=approved, note=note,
-                                    arguments=arguments)
+        decision = ApprovalDecision(approval_id=pending.approval_id, approved=approved, note=note, arguments=arguments)
         if live:
             return await self._await(session_id, "decide", decision)
         await self.start(pending.agent, [], session_id=session_id, approval=decision)

@@ -17,7 +17,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import PayloadCodec
 from temporalio.envconfig import ClientConfig
 
-from checkpoint.errors import ConfigurationError
+from durable_agents.checkpoint.errors import ConfigurationError
 
 DEFAULT_TASK_QUEUE = "durable-agents"
 

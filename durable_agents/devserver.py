@@ -28,9 +28,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from checkpoint.errors import ConfigurationError
-
-from workflows.search import SEARCH_ATTRIBUTES  # noqa: E402  (name → type, registered at start)
+from durable_agents.checkpoint.errors import ConfigurationError
+from durable_agents.workflows.search import SEARCH_ATTRIBUTES
 
 # Values are JSON. Unknown keys are ignored by the server (startup never breaks).
 DYNAMIC_CONFIG: dict[str, Any] = {
@@ -128,9 +127,17 @@ class DevServer:
     # ----- lifecycle
     def command(self) -> list[str]:
         """The full command line (ports must be resolved)."""
-        cmd = [str(find_temporal_binary()), "server", "start-dev",
-               "--ip", self.host, "--port", str(self.port),
-               "--log-level", "warn"]
+        cmd = [
+            str(find_temporal_binary()),
+            "server",
+            "start-dev",
+            "--ip",
+            self.host,
+            "--port",
+            str(self.port),
+            "--log-level",
+            "warn",
+        ]
         if self.namespace != "default":  # "default" always exists
             cmd += ["--namespace", self.namespace]
         if self.ui:
@@ -167,10 +174,13 @@ class DevServer:
         # then shuts the server down cleanly.
         group: dict[str, Any] = (
             {"creationflags": subprocess.CREATE_NEW_PROCESS_GROUP}  # type: ignore[attr-defined]
-            if os.name == "nt" else {"start_new_session": True})
+            if os.name == "nt"
+            else {"start_new_session": True}
+        )
         with open(self._log_path, "ab") as log:
-            self._proc = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL, stdout=log,
-                                          stderr=subprocess.STDOUT, **group)
+            self._proc = subprocess.Popen(
+                self.command(), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, **group
+            )
         atexit.register(self.stop)
 
     async def _wait_ready(self) -> None:
@@ -184,11 +194,10 @@ class DevServer:
                 code = None if self._proc is None else self._proc.returncode
                 self._fail(f"The Temporal dev server exited with code {code} during startup")
             try:
-                client = await asyncio.wait_for(
-                    Client.connect(self.address, namespace=self.namespace), 5)
+                client = await asyncio.wait_for(Client.connect(self.address, namespace=self.namespace), 5)
                 resp = await client.operator_service.list_search_attributes(
-                    ListSearchAttributesRequest(namespace=self.namespace),
-                    timeout=timedelta(seconds=5))
+                    ListSearchAttributesRequest(namespace=self.namespace), timeout=timedelta(seconds=5)
+                )
                 if all(k in resp.custom_attributes for k in SEARCH_ATTRIBUTES):
                     if not self.ui:
                         return
@@ -198,8 +207,10 @@ class DevServer:
             except Exception as exc:  # noqa: BLE001 - not ready yet
                 last = exc
             await asyncio.sleep(0.2)
-        self._fail(f"The Temporal dev server at {self.address} was not ready after "
-                   f"{self.startup_timeout:.0f}s (last error: {last})")
+        self._fail(
+            f"The Temporal dev server at {self.address} was not ready after "
+            f"{self.startup_timeout:.0f}s (last error: {last})"
+        )
 
     def _fail(self, message: str) -> None:
         where = "" if self._temp_log else f" ({self._log_path})"

@@ -18,7 +18,7 @@ Hierarchy::
 
 from __future__ import annotations
 
-from checkpoint.errors import (
+from durable_agents.checkpoint.errors import (
     CheckpointNotFoundError,
     ConfigurationError,
     DurableAgentsError,
@@ -54,12 +54,14 @@ class ApprovalNotPendingError(DurableAgentsError):
 
     code = "APPROVAL_NOT_PENDING"
 
-    def __init__(self, session_id: str, approval_id: str | None, pending: str | None, *,
-                 detail: str | None = None) -> None:
+    def __init__(
+        self, session_id: str, approval_id: str | None, pending: str | None, *, detail: str | None = None
+    ) -> None:
         what = f"no approval {approval_id}" if approval_id else "no approval"
         waiting = f"; pending: {pending}" if pending else "; nothing is pending"
-        super().__init__(detail and f"session {session_id!r}: {detail}"
-                         or f"session {session_id!r} has {what} to decide{waiting}")
+        super().__init__(
+            (detail and f"session {session_id!r}: {detail}") or f"session {session_id!r} has {what} to decide{waiting}"
+        )
         self.session_id = session_id
         self.approval_id = approval_id
         self.pending_approval_id = pending

@@ -9,16 +9,22 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-from activities import build_activities
-from activities.definitions import Agent
-from activities.providers.base import ModelProvider
-from activities.providers.registry import ProviderRegistry
-from checkpoint.errors import ConfigurationError
-from checkpoint.stores.base import CheckpointStore
+from durable_agents.activities import build_activities
+from durable_agents.activities.definitions import Agent
+from durable_agents.activities.providers.base import ModelProvider
+from durable_agents.activities.providers.registry import ProviderRegistry
+from durable_agents.checkpoint.errors import ConfigurationError
+from durable_agents.checkpoint.stores.base import CheckpointStore
 from durable_agents.connection import DEFAULT_TASK_QUEUE
-from workflows import ALL_WORKFLOWS
+from durable_agents.workflows import ALL_WORKFLOWS
 
-PASSTHROUGH = ("pydantic", "pydantic_core", "checkpoint", "activities", "workflows")
+PASSTHROUGH = (
+    "pydantic",
+    "pydantic_core",
+    "durable_agents.checkpoint",
+    "durable_agents.activities",
+    "durable_agents.workflows",
+)
 
 
 def build_worker(

@@ -53,28 +53,46 @@ async def flaky(args: CityArgs, ctx: ToolContext) -> dict:
     raise RuntimeError(f"no data for {args.city}")
 
 
-register_script("weather-then-book", [
-    ScriptedTurn(text="Checking the weather.", tool_calls=[
-        ScriptedToolCall(name="get_weather", arguments={"city": "Paris"}),
-        ScriptedToolCall(name="get_weather", arguments={"city": "Rome"}),
-    ]),
-    ScriptedTurn(text="Rome is sunny; booking.", tool_calls=[
-        ScriptedToolCall(name="book_table", arguments={"restaurant": "Roscioli", "people": 2}),
-    ]),
-    ScriptedTurn(text="Booked a table for 2 at Roscioli in Rome."),
-])
+register_script(
+    "weather-then-book",
+    [
+        ScriptedTurn(
+            text="Checking the weather.",
+            tool_calls=[
+                ScriptedToolCall(name="get_weather", arguments={"city": "Paris"}),
+                ScriptedToolCall(name="get_weather", arguments={"city": "Rome"}),
+            ],
+        ),
+        ScriptedTurn(
+            text="Rome is sunny; booking.",
+            tool_calls=[
+                ScriptedToolCall(name="book_table", arguments={"restaurant": "Roscioli", "people": 2}),
+            ],
+        ),
+        ScriptedTurn(text="Booked a table for 2 at Roscioli in Rome."),
+    ],
+)
 
-register_script("loop-forever", lambda messages: ScriptedTurn(
-    text="again", tool_calls=[ScriptedToolCall(name="get_weather", arguments={"city": "Oslo"})]))
+register_script(
+    "loop-forever",
+    lambda messages: ScriptedTurn(
+        text="again", tool_calls=[ScriptedToolCall(name="get_weather", arguments={"city": "Oslo"})]
+    ),
+)
 
-register_script("bad-calls", [
-    ScriptedTurn(tool_calls=[
-        ScriptedToolCall(name="no_such_tool", arguments={}),
-        ScriptedToolCall(name="book_table", arguments={"restaurant": "X", "people": "many"}),
-        ScriptedToolCall(name="flaky", arguments={"city": "Oslo"}),
-    ]),
-    ScriptedTurn(text="Recovered from the errors."),
-])
+register_script(
+    "bad-calls",
+    [
+        ScriptedTurn(
+            tool_calls=[
+                ScriptedToolCall(name="no_such_tool", arguments={}),
+                ScriptedToolCall(name="book_table", arguments={"restaurant": "X", "people": "many"}),
+                ScriptedToolCall(name="flaky", arguments={"city": "Oslo"}),
+            ]
+        ),
+        ScriptedTurn(text="Recovered from the errors."),
+    ],
+)
 
 weather_agent = Agent(
     name="booker",
@@ -100,16 +118,21 @@ async def slow_tool(args: SleepArgs, ctx: ToolContext) -> dict:
     return {"slept": args.seconds}
 
 
-register_script("slow-then-answer", [
-    ScriptedTurn(text="Working on it.", tool_calls=[
-        ScriptedToolCall(name="get_weather", arguments={"city": "Rome"}),
-        ScriptedToolCall(name="slow_tool", arguments={"seconds": 60}),
-    ]),
-    ScriptedTurn(text="Understood, changing course."),
-])
+register_script(
+    "slow-then-answer",
+    [
+        ScriptedTurn(
+            text="Working on it.",
+            tool_calls=[
+                ScriptedToolCall(name="get_weather", arguments={"city": "Rome"}),
+                ScriptedToolCall(name="slow_tool", arguments={"seconds": 60}),
+            ],
+        ),
+        ScriptedTurn(text="Understood, changing course."),
+    ],
+)
 
-slow_agent = Agent(name="slow", model="scripted:slow-then-answer", tools=[get_weather, slow_tool],
-                   tool_concurrency=2)
+slow_agent = Agent(name="slow", model="scripted:slow-then-answer", tools=[get_weather, slow_tool], tool_concurrency=2)
 
 
 class ChargeArgs(BaseModel):
@@ -141,25 +164,39 @@ async def send_email(args: EmailArgs, ctx: ToolContext) -> dict:
     return {"sent_to": args.to}
 
 
-register_script("free-gated-gated", [
-    ScriptedTurn(text="Looking up, then charging twice.", tool_calls=[
-        ScriptedToolCall(name="get_weather", arguments={"city": "Rome"}),
-        ScriptedToolCall(name="charge_card", arguments={"amount": 10}),
-        ScriptedToolCall(name="charge_card", arguments={"amount": 20}),
-    ]),
-    ScriptedTurn(text="All calls have results."),
-])
-register_script("wire", [
-    ScriptedTurn(tool_calls=[ScriptedToolCall(name="wire_money", arguments={"amount": 500})]),
-    ScriptedTurn(text="Wire handled."),
-])
-register_script("emails", [
-    ScriptedTurn(tool_calls=[
-        ScriptedToolCall(name="send_email", arguments={"to": "team@ours.example"}),
-        ScriptedToolCall(name="send_email", arguments={"to": "client@else.example"}),
-    ]),
-    ScriptedTurn(text="Emails handled."),
-])
+register_script(
+    "free-gated-gated",
+    [
+        ScriptedTurn(
+            text="Looking up, then charging twice.",
+            tool_calls=[
+                ScriptedToolCall(name="get_weather", arguments={"city": "Rome"}),
+                ScriptedToolCall(name="charge_card", arguments={"amount": 10}),
+                ScriptedToolCall(name="charge_card", arguments={"amount": 20}),
+            ],
+        ),
+        ScriptedTurn(text="All calls have results."),
+    ],
+)
+register_script(
+    "wire",
+    [
+        ScriptedTurn(tool_calls=[ScriptedToolCall(name="wire_money", arguments={"amount": 500})]),
+        ScriptedTurn(text="Wire handled."),
+    ],
+)
+register_script(
+    "emails",
+    [
+        ScriptedTurn(
+            tool_calls=[
+                ScriptedToolCall(name="send_email", arguments={"to": "team@ours.example"}),
+                ScriptedToolCall(name="send_email", arguments={"to": "client@else.example"}),
+            ]
+        ),
+        ScriptedTurn(text="Emails handled."),
+    ],
+)
 
 payments_agent = Agent(name="payments", model="scripted:free-gated-gated", tools=[get_weather, charge_card])
 wire_agent = Agent(name="wire", model="scripted:wire", tools=[wire_money])

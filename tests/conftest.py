@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from checkpoint import SqliteStore
 from durable_agents import Agent, AgentClient, build_worker
+from durable_agents.checkpoint import SqliteStore
 from durable_agents.connection import data_converter
 from durable_agents.devserver import SEARCH_ATTRIBUTES, find_temporal_binary
 

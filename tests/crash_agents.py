@@ -11,8 +11,8 @@ import hashlib
 
 from pydantic import BaseModel
 
-from checkpoint.format import Message, Role
 from durable_agents import Agent, ScriptedToolCall, ScriptedTurn, ToolContext, register_script, tool
+from durable_agents.checkpoint.format import Message, Role
 from durable_agents.testing import side_effect_tool
 
 HEARTBEAT = 2.0  # seconds; the SDK sends heartbeats every 0.8 x this, so keep some slack
@@ -43,32 +43,53 @@ async def gated_work(args: WorkArgs, ctx: ToolContext) -> dict:
 
 def _two_calls(name: str, seconds: float = 0.3) -> list[ScriptedTurn]:
     return [
-        ScriptedTurn(text=f"Two {name} calls.", tool_calls=[
-            ScriptedToolCall(name=name, arguments={"item": 1, "seconds": seconds}),
-            ScriptedToolCall(name=name, arguments={"item": 2, "seconds": seconds}),
-        ]),
+        ScriptedTurn(
+            text=f"Two {name} calls.",
+            tool_calls=[
+                ScriptedToolCall(name=name, arguments={"item": 1, "seconds": seconds}),
+                ScriptedToolCall(name=name, arguments={"item": 2, "seconds": seconds}),
+            ],
+        ),
         ScriptedTurn(text="Both done."),
     ]
 
 
 register_script("crash-safe", _two_calls("safe_work"))
-register_script("crash-gated", [
-    ScriptedTurn(text="One side effect, approved first.", tool_calls=[
-        ScriptedToolCall(name="gated_work", arguments={"item": 1, "seconds": 0.3})]),
-    ScriptedTurn(text="Approved and done."),
-])
+register_script(
+    "crash-gated",
+    [
+        ScriptedTurn(
+            text="One side effect, approved first.",
+            tool_calls=[ScriptedToolCall(name="gated_work", arguments={"item": 1, "seconds": 0.3})],
+        ),
+        ScriptedTurn(text="Approved and done."),
+    ],
+)
 register_script("crash-once", _two_calls("once_work"))
-register_script("crash-slow", [
-    ScriptedTurn(text="A slow call, then a side effect.", tool_calls=[
-        ScriptedToolCall(name="safe_work", arguments={"item": 1, "seconds": 4.0}),
-        ScriptedToolCall(name="once_work", arguments={"item": 2, "seconds": 0.1}),
-    ]),
-    ScriptedTurn(text="Both done."),
-])
-register_script("crash-abort", lambda messages: ScriptedTurn(text="Noted, changing course.") if any(
-    m.role == Role.USER and m.content == "Stop that; do something else." for m in messages) else ScriptedTurn(
-    text="A very slow side effect.", tool_calls=[ScriptedToolCall(name="once_work",
-                                                                  arguments={"item": 1, "seconds": 60})]))
+register_script(
+    "crash-slow",
+    [
+        ScriptedTurn(
+            text="A slow call, then a side effect.",
+            tool_calls=[
+                ScriptedToolCall(name="safe_work", arguments={"item": 1, "seconds": 4.0}),
+                ScriptedToolCall(name="once_work", arguments={"item": 2, "seconds": 0.1}),
+            ],
+        ),
+        ScriptedTurn(text="Both done."),
+    ],
+)
+register_script(
+    "crash-abort",
+    lambda messages: (
+        ScriptedTurn(text="Noted, changing course.")
+        if any(m.role == Role.USER and m.content == "Stop that; do something else." for m in messages)
+        else ScriptedTurn(
+            text="A very slow side effect.",
+            tool_calls=[ScriptedToolCall(name="once_work", arguments={"item": 1, "seconds": 60})],
+        )
+    ),
+)
 
 SOAK_STEPS = 8
 
@@ -81,9 +102,13 @@ def soak_turn(messages: list[Message]) -> ScriptedTurn:
         return ScriptedTurn(text=f"Finished after {turns} turns.")
     seed = next((m.content or "" for m in messages if m.role == Role.USER), "")
     digest = hashlib.sha256(f"{seed}/{len(messages)}".encode()).digest()
-    calls = [ScriptedToolCall(name="safe_work" if digest[1 + i] % 2 else "once_work",
-                              arguments={"item": i, "seconds": 0.1 + digest[5 + i] / 255 * 0.5})
-             for i in range(1 + digest[0] % 3)]
+    calls = [
+        ScriptedToolCall(
+            name="safe_work" if digest[1 + i] % 2 else "once_work",
+            arguments={"item": i, "seconds": 0.1 + digest[5 + i] / 255 * 0.5},
+        )
+        for i in range(1 + digest[0] % 3)
+    ]
     return ScriptedTurn(text=f"Turn {turns + 1}.", tool_calls=calls)
 
 
@@ -91,9 +116,15 @@ register_script("crash-soak", soak_turn)
 
 
 def _agent(name: str, script: str, **kwargs) -> Agent:
-    return Agent(name=name, model=f"scripted:{script}", instructions=f"Crash-test agent {name}.",
-                 tools=[safe_work, once_work, gated_work], model_heartbeat_timeout=HEARTBEAT, model_timeout=30,
-                 **kwargs)
+    return Agent(
+        name=name,
+        model=f"scripted:{script}",
+        instructions=f"Crash-test agent {name}.",
+        tools=[safe_work, once_work, gated_work],
+        model_heartbeat_timeout=HEARTBEAT,
+        model_timeout=30,
+        **kwargs,
+    )
 
 
 safe_agent = _agent("crash-safe", "crash-safe")
@@ -107,5 +138,14 @@ safe_local_agent = _agent("crash-safe-local", "crash-safe", local_activities=Tru
 once_local_agent = _agent("crash-once-local", "crash-once", local_activities=True)
 soak_local_agent = _agent("crash-soak-local", "crash-soak", max_steps=SOAK_STEPS + 2, local_activities=True)
 
-ALL = [safe_agent, once_agent, slow_agent, gated_agent, abort_agent, soak_agent, safe_local_agent, once_local_agent,
-       soak_local_agent]
+ALL = [
+    safe_agent,
+    once_agent,
+    slow_agent,
+    gated_agent,
+    abort_agent,
+    soak_agent,
+    safe_local_agent,
+    once_local_agent,
+    soak_local_agent,
+]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from checkpoint import CheckpointStatus, FinishReason, Role
+from durable_agents.checkpoint import CheckpointStatus, FinishReason, Role
 from tests import agents
 from tests.conftest import session_id
 
@@ -23,8 +23,16 @@ async def test_multi_step_run_calls_tools_in_order_with_call_ids(run_worker, sto
     assert agents.CALL_LOG[2][2] == {"restaurant": "Roscioli", "people": 2}
     # transcript: system, user, then assistant turns each followed by its results in call order
     roles = [m.role for m in result.messages]
-    assert roles == [Role.SYSTEM, Role.USER, Role.ASSISTANT, Role.TOOL, Role.TOOL,
-                     Role.ASSISTANT, Role.TOOL, Role.ASSISTANT]
+    assert roles == [
+        Role.SYSTEM,
+        Role.USER,
+        Role.ASSISTANT,
+        Role.TOOL,
+        Role.TOOL,
+        Role.ASSISTANT,
+        Role.TOOL,
+        Role.ASSISTANT,
+    ]
     first_turn = result.messages[2]
     assert [m.tool_call_id for m in result.messages[3:5]] == [c.id for c in first_turn.tool_calls]
     assert json.loads(result.messages[3].content)["sky"] == "rain"

@@ -9,9 +9,9 @@ from datetime import timedelta
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from activities.contracts import ApprovalDecision, PendingApproval
-from checkpoint import CheckpointStatus, FinishReason
 from durable_agents import AgentClient, build_worker
+from durable_agents.activities.contracts import ApprovalDecision, PendingApproval
+from durable_agents.checkpoint import CheckpointStatus, FinishReason
 from durable_agents.connection import data_converter
 from durable_agents.devserver import find_test_server_binary
 from tests import agents
@@ -21,7 +21,8 @@ from tests.conftest import session_id
 @pytest.fixture
 async def skipping():
     async with await WorkflowEnvironment.start_time_skipping(
-        test_server_existing_path=str(find_test_server_binary()), data_converter=data_converter(),
+        test_server_existing_path=str(find_test_server_binary()),
+        data_converter=data_converter(),
     ) as environment:
         yield environment
 
@@ -48,8 +49,9 @@ async def test_an_approval_three_days_later_still_resumes_the_run(skipping, stor
         await handle.signal("approve", ApprovalDecision(approval_id=first.approval_id, approved=True))
         second = await _paused(client, sid)
         assert second.approval_id != first.approval_id
-        await handle.signal("approve", ApprovalDecision(approval_id=second.approval_id, approved=False,
-                                                        note="once is enough"))
+        await handle.signal(
+            "approve", ApprovalDecision(approval_id=second.approval_id, approved=False, note="once is enough")
+        )
         result = await client.result(sid, handle)
     assert result.finish_reason == FinishReason.STOP
     assert [n for n, _, _ in agents.CALL_LOG] == ["get_weather", "charge_card"]

@@ -7,11 +7,10 @@ import json
 import pytest
 from temporalio.client import WorkflowUpdateFailedError
 
-from activities.contracts import ApprovalDecision
-
-from activities.providers import scripted
-from checkpoint import CheckpointStatus, FinishReason, Role
 from durable_agents import ApprovalNotPendingError, SessionAwaitingApprovalError
+from durable_agents.activities.contracts import ApprovalDecision
+from durable_agents.activities.providers import scripted
+from durable_agents.checkpoint import CheckpointStatus, FinishReason, Role
 from tests import agents
 from tests.conftest import session_id
 
@@ -37,7 +36,11 @@ async def test_free_gated_gated_pauses_twice_then_one_model_call(run_worker, sto
         assert saved.status == CheckpointStatus.AWAITING_APPROVAL and saved.approval_id == first.approval_id
         assert [c.id for c in saved.remaining_tool_calls] == [calls[2].id]
         pending = await client.pending_approval(sid)
-        assert (pending.tool_name, pending.tool_call_id, pending.arguments) == ("charge_card", calls[1].id, {"amount": 10})
+        assert (pending.tool_name, pending.tool_call_id, pending.arguments) == (
+            "charge_card",
+            calls[1].id,
+            {"amount": 10},
+        )
 
         second = await client.approve(sid, first.approval_id)
         assert second.finish_reason == FinishReason.AWAITING_APPROVAL
@@ -50,8 +53,10 @@ async def test_free_gated_gated_pauses_twice_then_one_model_call(run_worker, sto
     assert [m.tool_call_id for m in results] == [c.id for c in calls]  # one each, in call order
     assert json.loads(results[1].content) == {"charged": 10, "idempotency_key": calls[1].id}
     assert json.loads(results[2].content)["note"] == "too expensive" and results[2].is_error
-    assert [(n, a) for n, _, a in agents.CALL_LOG] == [("get_weather", {"city": "Rome"}),
-                                                      ("charge_card", {"amount": 10})]
+    assert [(n, a) for n, _, a in agents.CALL_LOG] == [
+        ("get_weather", {"city": "Rome"}),
+        ("charge_card", {"amount": 10}),
+    ]
     assert _model_calls(sid) == 2  # the first turn, then exactly one after every call had a result
     assert third.text == "All calls have results."
 
@@ -68,8 +73,7 @@ async def test_send_while_waiting_and_bad_decisions_are_refused(run_worker, stor
         handle = client.temporal.get_workflow_handle(sid)
         with pytest.raises(WorkflowUpdateFailedError) as refused:
             await handle.execute_update("decide", ApprovalDecision(approval_id="bogus", approved=True))
-        assert f"approval bogus is not pending in this run (pending: {paused.approval_id})" in str(
-            refused.value.cause)
+        assert f"approval bogus is not pending in this run (pending: {paused.approval_id})" in str(refused.value.cause)
         # a signal with a wrong id is ignored, never applied to the pending call
         await handle.signal("approve", ApprovalDecision(approval_id="bogus", approved=True))
         assert (await client.pending_approval(sid)).approval_id == paused.approval_id
@@ -103,6 +107,7 @@ async def test_waiting_runs_are_found_by_search_attribute(run_worker, env):
         await client.send("booker", "Book a table for 2 tonight", session_id=other)
         query = f'AgentStatus = "awaiting-approval" AND WorkflowId IN ("{sid}", "{other}")'
         import asyncio
+
         for _ in range(100):  # visibility is eventually consistent
             found = [w.id async for w in env.client.list_workflows(query)]
             if found:
@@ -110,8 +115,12 @@ async def test_waiting_runs_are_found_by_search_attribute(run_worker, env):
             await asyncio.sleep(0.1)
         assert found == [sid]
         described = await env.client.get_workflow_handle(sid).describe()
-        assert described.typed_search_attributes.get(
-            __import__("workflows.search", fromlist=["x"]).PENDING_APPROVAL_ID) == paused.approval_id
+        assert (
+            described.typed_search_attributes.get(
+                __import__("durable_agents.workflows.search", fromlist=["x"]).PENDING_APPROVAL_ID
+            )
+            == paused.approval_id
+        )
         await client.cancel(sid)
 
 

@@ -17,17 +17,26 @@ CLI = [sys.executable, "-m", "durable_agents.cli"]
 
 
 def _cli(*args: str, env_extra: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([*CLI, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **(env_extra or {})})
+    return subprocess.run(
+        [*CLI, *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env_extra or {})},
+    )
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["run"], "the following arguments are required: agent"),
-    (["frobnicate"], "invalid choice: 'frobnicate'"),
-    (["--store", "redis://x", "run", "booker", "hi"], "unknown store URL 'redis://x'"),
-    (["worker", "--agent", "no_such_module:agent"], "cannot import 'no_such_module'"),
-    (["worker", "--agent", "tests.agents"], "write it as module:attribute"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["run"], "the following arguments are required: agent"),
+        (["frobnicate"], "invalid choice: 'frobnicate'"),
+        (["--store", "redis://x", "run", "booker", "hi"], "unknown store URL 'redis://x'"),
+        (["worker", "--agent", "no_such_module:agent"], "cannot import 'no_such_module'"),
+        (["worker", "--agent", "tests.agents"], "write it as module:attribute"),
+    ],
+)
 def test_wrong_usage_is_one_clear_line_and_exit_2(args, needle):
     out = _cli(*args)
     assert out.returncode == 2

@@ -81,10 +81,7 @@ def test_ui_points_at_server(services):
 
 
 def test_search_attributes_match_the_dev_server(services):
-    setup = [
-        s for s in services.values()
-        if "search-attribute create" in script(s)
-    ]
+    setup = [s for s in services.values() if "search-attribute create" in script(s)]
     assert len(setup) == 1, "exactly one service registers the search attributes"
     svc = setup[0]
     assert svc["image"].startswith("temporalio/admin-tools:")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import BaseModel
 
-from checkpoint import MemoryStore
 from durable_agents import Agent, ConfigurationError, ToolContext, build_worker, tool
+from durable_agents.checkpoint import MemoryStore
 from tests.agents import get_weather
 
 
@@ -31,10 +31,13 @@ def test_a_model_string_without_a_known_provider_is_refused(model):
 
 def test_tool_signature_is_checked():
     with pytest.raises(ConfigurationError, match="must be an `async def`"):
+
         @tool
         def sync_tool(args: Q, ctx: ToolContext) -> str:  # pragma: no cover
             return ""
+
     with pytest.raises(ConfigurationError, match="pydantic model"):
+
         @tool
         async def untyped(args, ctx):  # pragma: no cover
             return ""

@@ -14,9 +14,14 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.mark.slow
 def test_demo_runs_end_to_end(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "durable_agents.cli", "demo"], cwd=ROOT,
-                         capture_output=True, text=True, timeout=300,
-                         env={**os.environ, "DURABLE_AGENTS_DEMO_DIR": str(tmp_path / "demo")})
+    out = subprocess.run(
+        [sys.executable, "-m", "durable_agents.cli", "demo"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "DURABLE_AGENTS_DEMO_DIR": str(tmp_path / "demo")},
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     text = out.stdout
     assert "awaiting-approval after 2 model turns, 3 tool calls" in text  # the booking paused

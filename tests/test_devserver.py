@@ -17,8 +17,8 @@ from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client
 
-from checkpoint.errors import ConfigurationError
 from durable_agents import devserver
+from durable_agents.checkpoint.errors import ConfigurationError
 from durable_agents.devserver import (
     SEARCH_ATTRIBUTES,
     DevServer,
@@ -66,9 +66,7 @@ async def test_start_stop_restart_on_same_db(tmp_path: Path):
         assert srv.running and srv.address == f"127.0.0.1:{srv.port}"
         assert stat.S_IMODE(db.parent.stat().st_mode) == 0o700
         client = await Client.connect(srv.address)
-        resp = await client.operator_service.list_search_attributes(
-            ListSearchAttributesRequest(namespace="default")
-        )
+        resp = await client.operator_service.list_search_attributes(ListSearchAttributesRequest(namespace="default"))
         for name, kind in SEARCH_ATTRIBUTES.items():
             assert resp.custom_attributes[name] == KINDS[kind], name
         assert srv.ui_url == f"http://127.0.0.1:{srv.ui_port}"
@@ -84,9 +82,7 @@ async def test_start_stop_restart_on_same_db(tmp_path: Path):
     async with srv:  # same db file: the search attributes already exist
         print(f"restart ready in {time.monotonic() - started:.2f}s")
         client = await Client.connect(srv.address)
-        ns = await client.workflow_service.describe_namespace(
-            DescribeNamespaceRequest(namespace="default")
-        )
+        ns = await client.workflow_service.describe_namespace(DescribeNamespaceRequest(namespace="default"))
         assert ns.namespace_info.name == "default"
         second_pid = srv.pid
     assert second_pid is not None and gone(second_pid)
@@ -97,9 +93,7 @@ async def test_sync_context_manager_in_memory_headless():
         assert srv.ui_url is None
         assert "--headless" in srv.command() and "--db-filename" not in srv.command()
         client = await Client.connect(srv.address)
-        await client.workflow_service.describe_namespace(
-            DescribeNamespaceRequest(namespace="default")
-        )
+        await client.workflow_service.describe_namespace(DescribeNamespaceRequest(namespace="default"))
         pid = srv.pid
     assert pid is not None and gone(pid)
     assert srv.wait() is None  # nothing left to wait for

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from temporalio.api.enums.v1 import EventType
 
-from activities.contracts import MODEL_TURN
-from checkpoint import FinishReason, Message
 from durable_agents import Agent, ScriptedToolCall, ScriptedTurn, register_script
+from durable_agents.activities.contracts import MODEL_TURN
+from durable_agents.checkpoint import FinishReason, Message
 from tests import agents
 from tests.conftest import session_id
 
@@ -19,8 +19,9 @@ def _long_script(messages: list[Message]) -> ScriptedTurn:
     turns = sum(1 for m in messages if m.role == "assistant")
     if turns >= STEPS:
         return ScriptedTurn(text="finished")
-    return ScriptedTurn(text=f"step {turns} {KB}", tool_calls=[
-        ScriptedToolCall(name="echo_kb", arguments={"city": f"c{turns}"})])
+    return ScriptedTurn(
+        text=f"step {turns} {KB}", tool_calls=[ScriptedToolCall(name="echo_kb", arguments={"city": f"c{turns}"})]
+    )
 
 
 register_script("long-run", _long_script)
@@ -41,9 +42,14 @@ async def _all_events(client, workflow_id: str, first_run_id: str):
         history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
         events.extend(history.events)
         runs += 1
-        run_id = next((e.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
-                       for e in history.events
-                       if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW), None)
+        run_id = next(
+            (
+                e.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
+                for e in history.events
+                if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW
+            ),
+            None,
+        )
     return events, runs
 
 
@@ -59,13 +65,16 @@ async def test_history_bytes_per_step_stay_flat_over_300_steps(run_worker, store
     assert result.messages[-3].content.startswith(f"step {STEPS - 1} ")
 
     events, runs = await _all_events(env.client, sid, handle.first_execution_run_id)
-    starts = [i for i, e in enumerate(events)
-              if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
-              and e.activity_task_scheduled_event_attributes.activity_type.name == MODEL_TURN]
+    starts = [
+        i
+        for i, e in enumerate(events)
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+        and e.activity_task_scheduled_event_attributes.activity_type.name == MODEL_TURN
+    ]
     assert len(starts) == STEPS + 1
 
     def step_bytes(step: int) -> int:  # 1-based: events from this model turn to the next
-        return sum(e.ByteSize() for e in events[starts[step - 1]:starts[step]])
+        return sum(e.ByteSize() for e in events[starts[step - 1] : starts[step]])
 
     early, late = step_bytes(30), step_bytes(300)
     print(f"history bytes/step: step 30 = {early}, step 300 = {late}, runs = {runs}")

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from checkpoint import CheckpointStatus, FinishReason, Role
 from durable_agents import Agent, ModelProviderError
+from durable_agents.checkpoint import CheckpointStatus, FinishReason, Role
 from tests import agents
 from tests.conftest import session_id
 from tests.fakes.llm_server import FakeLLMServer
@@ -31,15 +31,24 @@ def llm(monkeypatch):
 
 
 def _agent(provider: str) -> Agent:
-    return Agent(name=f"{provider}-agent", model=f"{provider}:test-model",
-                 instructions="You check the weather.", tools=[agents.get_weather])
+    return Agent(
+        name=f"{provider}-agent",
+        model=f"{provider}:test-model",
+        instructions="You check the weather.",
+        tools=[agents.get_weather],
+    )
 
 
 def _tool_results_sent(provider: str, body: dict) -> list[tuple[str, str]]:
     """(call id, content) of the tool results in a request body, in order."""
     if provider == "anthropic":
-        return [(b["tool_use_id"], b["content"]) for m in body["messages"] if isinstance(m["content"], list)
-                for b in m["content"] if b.get("type") == "tool_result"]
+        return [
+            (b["tool_use_id"], b["content"])
+            for m in body["messages"]
+            if isinstance(m["content"], list)
+            for b in m["content"]
+            if b.get("type") == "tool_result"
+        ]
     return [(m["tool_call_id"], m["content"]) for m in body["messages"] if m["role"] == "tool"]
 
 
@@ -59,7 +68,7 @@ async def test_two_step_tool_loop_through_temporal(provider, llm, run_worker, st
     bodies = llm.bodies(path)
     assert len(bodies) == 2
     # the second request carries the tool result under the model's call id
-    (sent_id, content), = _tool_results_sent(provider, bodies[1])
+    ((sent_id, content),) = _tool_results_sent(provider, bodies[1])
     assert sent_id == call_id and json.loads(content)["sky"] == "rain"
     assert result.usage.requests == 2 and result.usage.output_tokens == 14
     assert store.load(sid).status == CheckpointStatus.FINISHED

@@ -21,8 +21,10 @@ class ReversingCodec(PayloadCodec):
     """A stand-in for encryption: payload bytes reversed and base64-encoded."""
 
     async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
-        return [Payload(metadata={"encoding": b"binary/reversed"},
-                        data=base64.b64encode(p.SerializeToString()[::-1])) for p in payloads]
+        return [
+            Payload(metadata={"encoding": b"binary/reversed"}, data=base64.b64encode(p.SerializeToString()[::-1]))
+            for p in payloads
+        ]
 
     async def decode(self, payloads: Sequence[Payload]) -> list[Payload]:
         out = []
@@ -56,12 +58,14 @@ async def test_api_keys_never_enter_workflow_history(env, store, task_queue, mon
 
 
 async def test_a_payload_codec_encodes_everything_in_history(env, store, task_queue):
-    encoded = Client(env.client.service_client, namespace=env.client.namespace,
-                     data_converter=data_converter(ReversingCodec()))
+    encoded = Client(
+        env.client.service_client, namespace=env.client.namespace, data_converter=data_converter(ReversingCodec())
+    )
     sid = session_id()
     async with build_worker(encoded, agents=[agents.weather_agent], store=store, task_queue=task_queue):
         result = await AgentClient(encoded, store, task_queue).send(
-            "booker", "Book a table for 2 tonight", session_id=sid)
+            "booker", "Book a table for 2 tonight", session_id=sid
+        )
     assert result.text == "Booked a table for 2 at Roscioli in Rome."
     raw = await _history_bytes(env.client, sid)
     # input, summaries, tool calls and results are encoded; only search attributes

@@ -7,8 +7,6 @@ import json
 
 import pytest
 
-from activities.providers import scripted
-from checkpoint import Checkpoint, CheckpointStatus, FinishReason, Message, Role, ToolCall
 from durable_agents import (
     Agent,
     AgentDriftError,
@@ -16,6 +14,8 @@ from durable_agents import (
     SessionAwaitingApprovalError,
     SessionBusyError,
 )
+from durable_agents.activities.providers import scripted
+from durable_agents.checkpoint import Checkpoint, CheckpointStatus, FinishReason, Message, Role, ToolCall
 from tests import agents
 from tests.conftest import session_id
 
@@ -32,10 +32,19 @@ def crashed_checkpoint(sid: str, agent: Agent = agents.weather_agent, **changes)
     """What a crash leaves: the model's turn stored, one of its two calls recorded."""
     paris = Message.tool_result(PARIS, json.dumps({"city": "Paris", "sky": "rain", "high_c": 18}))
     cp = Checkpoint(
-        session_id=sid, agent=agent.name, step_index=1, run_start_index=1, run_start_step=0,
-        messages=[Message.system(agent.instructions), Message.user("Book a table for 2 tonight"),
-                  Message(role=Role.ASSISTANT, content="Checking.", tool_calls=[PARIS, ROME]), paris],
-        run_config=agent.run_config(), fingerprint=agent.fingerprint(),
+        session_id=sid,
+        agent=agent.name,
+        step_index=1,
+        run_start_index=1,
+        run_start_step=0,
+        messages=[
+            Message.system(agent.instructions),
+            Message.user("Book a table for 2 tonight"),
+            Message(role=Role.ASSISTANT, content="Checking.", tool_calls=[PARIS, ROME]),
+            paris,
+        ],
+        run_config=agent.run_config(),
+        fingerprint=agent.fingerprint(),
     )
     return cp.model_copy(update=changes)
 
@@ -48,7 +57,7 @@ async def test_in_progress_runs_pending_calls_without_calling_the_model_again(ru
         result = await client.send("booker", [], session_id=sid)
     assert result.finish_reason == FinishReason.STOP
     assert 2 not in model_calls(sid)  # the stored turn was not generated again
-    assert [(n, cid) for n, cid, _ in agents.CALL_LOG][0] == ("get_weather", "call_2_1")  # only the pending one
+    assert next((n, cid) for n, cid, _ in agents.CALL_LOG) == ("get_weather", "call_2_1")  # only the pending one
     assert [m.tool_call_id for m in result.messages[3:5]] == ["call_2_0", "call_2_1"]
     assert result.steps == 3  # the budget counts from the run's start, across the crash
 
@@ -109,13 +118,18 @@ async def test_busy_session_and_interrupt(run_worker, store):
         aborted = await handle.result()
     assert aborted.finish_reason == FinishReason.ABORTED
     assert [m.role for m in result.messages] == [
-        Role.USER, Role.ASSISTANT, Role.TOOL, Role.TOOL, Role.USER, Role.ASSISTANT]
+        Role.USER,
+        Role.ASSISTANT,
+        Role.TOOL,
+        Role.TOOL,
+        Role.USER,
+        Role.ASSISTANT,
+    ]
     weather, slow = result.messages[1].tool_calls
     assert [m.tool_call_id for m in result.messages[2:4]] == [weather.id, slow.id]
     assert json.loads(result.messages[2].content)["city"] == "Rome"  # finished before the abort: kept
     assert json.loads(result.messages[3].content) == {"error": "cancelled"}
-    assert [m.content for m in result.messages[4:]] == ["Stop, do something else.",
-                                                       "Understood, changing course."]
+    assert [m.content for m in result.messages[4:]] == ["Stop, do something else.", "Understood, changing course."]
 
 
 async def test_delete_lets_a_session_start_over(run_worker, store):
@@ -130,9 +144,12 @@ async def test_delete_lets_a_session_start_over(run_worker, store):
 
 
 def _changed(**kwargs) -> Agent:
-    base = dict(name="booker", model="scripted:weather-then-book",
-                instructions="You book tables where the weather is good.",
-                tools=[agents.get_weather, agents.book_table, agents.flaky])
+    base = dict(
+        name="booker",
+        model="scripted:weather-then-book",
+        instructions="You book tables where the weather is good.",
+        tools=[agents.get_weather, agents.book_table, agents.flaky],
+    )
     return Agent(**{**base, **kwargs})
 
 

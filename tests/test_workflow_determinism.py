@@ -13,7 +13,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from durable_agents.connection import data_converter
 from durable_agents.worker import PASSTHROUGH
-from workflows import ALL_WORKFLOWS
+from durable_agents.workflows import ALL_WORKFLOWS
 
 ROOT = Path(__file__).resolve().parent.parent
 HISTORIES = sorted((ROOT / "tests" / "histories").glob("*.json"))
@@ -22,9 +22,11 @@ HISTORIES = sorted((ROOT / "tests" / "histories").glob("*.json"))
 @pytest.mark.parametrize("path", HISTORIES, ids=[p.stem for p in HISTORIES])
 async def test_recorded_history_replays(path: Path):
     replayer = Replayer(
-        workflows=ALL_WORKFLOWS, data_converter=data_converter(),
+        workflows=ALL_WORKFLOWS,
+        data_converter=data_converter(),
         workflow_runner=SandboxedWorkflowRunner(
-            restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH)),
+            restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH)
+        ),
     )
     history = WorkflowHistory.from_json(path.stem, path.read_text())
     result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
@@ -35,8 +37,17 @@ def test_there_are_recorded_histories():
     assert len(HISTORIES) >= 3
 
 
-ALLOWED_IMPORTS = {"__future__", "asyncio", "datetime", "temporalio", "activities.contracts", "checkpoint.fingerprint",
-                   "checkpoint.format", "workflows", "pydantic"}
+ALLOWED_IMPORTS = {
+    "__future__",
+    "asyncio",
+    "datetime",
+    "temporalio",
+    "durable_agents.activities.contracts",
+    "durable_agents.checkpoint.fingerprint",
+    "durable_agents.checkpoint.format",
+    "durable_agents.workflows",
+    "pydantic",
+}
 BANNED_CALLS = {"now", "utcnow", "time", "uuid4", "random", "sleep", "wait"}
 
 
@@ -59,6 +70,9 @@ def test_workflow_modules_import_only_deterministic_code(path: Path):
         if isinstance(node, ast.ImportFrom) and node.module == "datetime":
             assert {a.name for a in node.names} <= {"timedelta"}, f"{path.name}: only timedelta from datetime"
     for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
-            if node.value.id in {"asyncio", "time", "datetime", "random", "uuid"}:
-                assert node.attr not in BANNED_CALLS, f"{path.name}:{node.lineno} uses {node.value.id}.{node.attr}"
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in {"asyncio", "time", "datetime", "random", "uuid"}
+        ):
+            assert node.attr not in BANNED_CALLS, f"{path.name}:{node.lineno} uses {node.value.id}.{node.attr}"

@@ -17,11 +17,11 @@ from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_
 from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
-    import activities.contracts as c
-    from checkpoint.format import FinishReason, RunConfig, ToolCall
-    from workflows import options, search
-    from workflows.approvals import ApprovalGate
-    from workflows.contracts import AGENT_RUN_WORKFLOW, AgentRunInput, Outcome, ResumePoint, RunSummary
+    import durable_agents.activities.contracts as c
+    from durable_agents.checkpoint.format import FinishReason, RunConfig, ToolCall
+    from durable_agents.workflows import options, search
+    from durable_agents.workflows.approvals import ApprovalGate
+    from durable_agents.workflows.contracts import AGENT_RUN_WORKFLOW, AgentRunInput, Outcome, ResumePoint, RunSummary
 
 WAIT_CANCEL = ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
 
@@ -53,8 +53,11 @@ class AgentRunWorkflow:
     async def decide(self, decision: c.ApprovalDecision) -> Outcome:
         self._gate.offer(decision)
         await workflow.wait_condition(
-            lambda: self._handoff is not None
-            or (self._outcome is not None and self._outcome.approval_id != decision.approval_id))
+            lambda: (
+                self._handoff is not None
+                or (self._outcome is not None and self._outcome.approval_id != decision.approval_id)
+            )
+        )
         return self._answer()
 
     @decide.validator
@@ -107,10 +110,13 @@ class AgentRunWorkflow:
             if state.pending_tool_calls:
                 await self._run_tools(inp.session_id, config, state)
             if queued:
-                state.message_count = (await self._store_activity(
-                    c.APPEND_INPUT, c.AppendInputInput(session_id=inp.session_id,
-                                                       position=state.message_count, messages=queued),
-                    c.AppendInputOutput)).message_count
+                state.message_count = (
+                    await self._store_activity(
+                        c.APPEND_INPUT,
+                        c.AppendInputInput(session_id=inp.session_id, position=state.message_count, messages=queued),
+                        c.AppendInputOutput,
+                    )
+                ).message_count
                 queued = []
             if state.step_index - state.run_start_step >= config.max_steps:
                 return await self._finish(inp.session_id, state, FinishReason.MAX_STEPS)
@@ -129,22 +135,31 @@ class AgentRunWorkflow:
     async def _begin(self, inp: AgentRunInput) -> ResumePoint:
         begun = await self._store_activity(
             c.BEGIN_RUN,
-            c.BeginRunInput(session_id=inp.session_id, agent=inp.agent, input=inp.input, model=inp.model,
-                            resolve_approval_id=inp.approval.approval_id if inp.approval else None),
-            c.BeginRunOutput, summary=f"begin run of {inp.agent}")
+            c.BeginRunInput(
+                session_id=inp.session_id,
+                agent=inp.agent,
+                input=inp.input,
+                model=inp.model,
+                resolve_approval_id=inp.approval.approval_id if inp.approval else None,
+            ),
+            c.BeginRunOutput,
+            summary=f"begin run of {inp.agent}",
+        )
         if begun.drift is not None:
             workflow.logger.warning("agent %s drifted: %s", inp.agent, begun.drift.describe())
         self._publish(begun.config, begun.state, "in-progress", None)
-        return ResumePoint(config=begun.config, state=begun.state, queued_input=begun.queued_input,
-                           drift=begun.drift)
+        return ResumePoint(config=begun.config, state=begun.state, queued_input=begun.queued_input, drift=begun.drift)
 
     async def _model_turn(self, session_id: str, config: RunConfig, state: c.RunState) -> c.ModelTurnOutput:
         step = state.step_index + 1
         self._set_details(state, f"model turn {step}")
         turn = await self._activity(
-            c.MODEL_TURN, c.ModelTurnInput(session_id=session_id, position=state.message_count, step=step),
-            c.ModelTurnOutput, timeout=config.model_timeout_seconds,
-            heartbeat=config.model_heartbeat_seconds, retry=options.MODEL_RETRY,
+            c.MODEL_TURN,
+            c.ModelTurnInput(session_id=session_id, position=state.message_count, step=step),
+            c.ModelTurnOutput,
+            timeout=config.model_timeout_seconds,
+            heartbeat=config.model_heartbeat_seconds,
+            retry=options.MODEL_RETRY,
             summary=f"model turn {step} ({config.model})",
         )
         state.step_index = step
@@ -173,38 +188,61 @@ class AgentRunWorkflow:
             recorded = max([recorded, *done])
             if gated == len(calls):
                 break
-            recorded = max(recorded, await self._approval(session_id, config, state, calls, gated,
-                                                          batch_start, recorded))
+            recorded = max(
+                recorded, await self._approval(session_id, config, state, calls, gated, batch_start, recorded)
+            )
             start = gated + 1
         if recorded != batch_start + len(calls):
-            raise ApplicationError(f"tool results recorded through {recorded}, expected "
-                                   f"{batch_start + len(calls)}", non_retryable=True)
+            raise ApplicationError(
+                f"tool results recorded through {recorded}, expected {batch_start + len(calls)}", non_retryable=True
+            )
         state.message_count = recorded
         state.tool_calls += len(calls)
         state.pending_tool_calls = []
 
-    async def _needs_approval(self, session_id: str, config: RunConfig, state: c.RunState,
-                              calls: list[ToolCall]) -> list[bool]:
+    async def _needs_approval(
+        self, session_id: str, config: RunConfig, state: c.RunState, calls: list[ToolCall]
+    ) -> list[bool]:
         specs = {t.name: t for t in config.tools}
         needs = [bool(specs.get(x.name) and specs[x.name].needs_approval) for x in calls]
         if any(specs.get(x.name) and specs[x.name].approval_conditional for x in calls):
             checked = await self._store_activity(
-                c.CHECK_APPROVALS, c.CheckApprovalsInput(session_id=session_id, agent=config.agent,
-                                                         step=state.step_index, calls=calls),
-                c.CheckApprovalsOutput)
+                c.CHECK_APPROVALS,
+                c.CheckApprovalsInput(session_id=session_id, agent=config.agent, step=state.step_index, calls=calls),
+                c.CheckApprovalsOutput,
+            )
             needs = checked.needs_approval
         return needs
 
-    async def _approval(self, session_id: str, config: RunConfig, state: c.RunState,
-                        calls: list[ToolCall], index: int, batch_start: int, recorded: int) -> int:
+    async def _approval(
+        self,
+        session_id: str,
+        config: RunConfig,
+        state: c.RunState,
+        calls: list[ToolCall],
+        index: int,
+        batch_start: int,
+        recorded: int,
+    ) -> int:
         call, spec = calls[index], next((t for t in config.tools if t.name == calls[index].name), None)
         decision = self._gate.take_preset(call.id)
         if decision is None:
             approval_id = str(workflow.uuid4())
-            await self._store_activity(c.PAUSE_FOR_APPROVAL, c.PauseForApprovalInput(
-                session_id=session_id, approval_id=approval_id, remaining_tool_calls=calls[index + 1:]), None)
-            pending = self._gate.open(approval_id, session_id, config.agent, call, calls[index + 1:],
-                                      spec.approval_timeout_seconds if spec else None)
+            await self._store_activity(
+                c.PAUSE_FOR_APPROVAL,
+                c.PauseForApprovalInput(
+                    session_id=session_id, approval_id=approval_id, remaining_tool_calls=calls[index + 1 :]
+                ),
+                None,
+            )
+            pending = self._gate.open(
+                approval_id,
+                session_id,
+                config.agent,
+                call,
+                calls[index + 1 :],
+                spec.approval_timeout_seconds if spec else None,
+            )
             self._outcome = self._summary(session_id, state, FinishReason.AWAITING_APPROVAL, approval_id)
             self._outcome.message_count = recorded
             self._publish(config, state, "awaiting-approval", approval_id)
@@ -212,25 +250,40 @@ class AgentRunWorkflow:
             decision = await self._gate.wait(pending)
             self._publish(config, state, "in-progress", None)
         batch = [x.id for x in calls]
-        recorded = (await self._store_activity(c.RECORD_DECISION, c.RecordDecisionInput(
-            session_id=session_id, decision=decision, call=call, batch_start=batch_start, batch=batch),
-            c.RecordDecisionOutput)).recorded_through
+        recorded = (
+            await self._store_activity(
+                c.RECORD_DECISION,
+                c.RecordDecisionInput(
+                    session_id=session_id, decision=decision, call=call, batch_start=batch_start, batch=batch
+                ),
+                c.RecordDecisionOutput,
+            )
+        ).recorded_through
         if not decision.approved:
             return recorded
         approved = call.model_copy(update={"arguments": decision.arguments}) if decision.arguments else call
         return await self._execute_tool(session_id, config, state, approved, batch_start, batch)
 
-    async def _execute_tool(self, session_id: str, config: RunConfig, state: c.RunState, call: ToolCall,
-                            batch_start: int, batch: list[str]) -> int:
+    async def _execute_tool(
+        self, session_id: str, config: RunConfig, state: c.RunState, call: ToolCall, batch_start: int, batch: list[str]
+    ) -> int:
         spec = next((t for t in config.tools if t.name == call.name), None)
         self._set_details(state, f"tool {call.name}")
         out = await self._activity(
             c.EXECUTE_TOOL,
-            c.ExecuteToolInput(session_id=session_id, agent=config.agent, step=state.step_index, call=call,
-                               batch_start=batch_start, batch=batch,
-                               safe_to_retry=bool(spec and spec.safe_to_retry)),
-            c.ExecuteToolOutput, timeout=spec.timeout_seconds if spec else 60,
-            heartbeat=(spec.heartbeat_seconds or 10) if spec else 10, retry=options.TOOL_RETRY,
+            c.ExecuteToolInput(
+                session_id=session_id,
+                agent=config.agent,
+                step=state.step_index,
+                call=call,
+                batch_start=batch_start,
+                batch=batch,
+                safe_to_retry=bool(spec and spec.safe_to_retry),
+            ),
+            c.ExecuteToolOutput,
+            timeout=spec.timeout_seconds if spec else 60,
+            heartbeat=(spec.heartbeat_seconds or 10) if spec else 10,
+            retry=options.TOOL_RETRY,
             summary=f"tool {call.name} {call.id}",
         )
         return out.recorded_through
@@ -240,36 +293,61 @@ class AgentRunWorkflow:
         """Cancelled: unfinished calls get ``cancelled`` results; the checkpoint stays resumable."""
         self._gate.close()
         aborted = await self._store_activity(
-            c.ABORT_RUN, c.AbortRunInput(session_id=session_id, batch_start=state.message_count,
-                                         batch=state.pending_tool_calls), c.AbortRunOutput)
+            c.ABORT_RUN,
+            c.AbortRunInput(session_id=session_id, batch_start=state.message_count, batch=state.pending_tool_calls),
+            c.AbortRunOutput,
+        )
         state.tool_calls += len(state.pending_tool_calls)
         state.pending_tool_calls = []
         state.message_count = aborted.message_count
         return self._summary(session_id, state, FinishReason.ABORTED)
 
     async def _finish(self, session_id: str, state: c.RunState, reason: FinishReason) -> RunSummary:
-        await self._store_activity(c.FINISH_RUN, c.FinishRunInput(
-            session_id=session_id, finish_reason=reason, message_count=state.message_count), None)
+        await self._store_activity(
+            c.FINISH_RUN,
+            c.FinishRunInput(session_id=session_id, finish_reason=reason, message_count=state.message_count),
+            None,
+        )
         return self._summary(session_id, state, reason)
 
-    def _summary(self, session_id: str, state: c.RunState, reason: FinishReason,
-                 approval_id: str | None = None) -> RunSummary:
+    def _summary(
+        self, session_id: str, state: c.RunState, reason: FinishReason, approval_id: str | None = None
+    ) -> RunSummary:
         self._set_details(state, str(reason))
         return RunSummary(
-            session_id=session_id, finish_reason=reason,
-            steps=state.step_index - state.run_start_step, usage=state.usage - state.run_start_usage,
-            tool_calls=state.tool_calls, message_count=state.message_count,
-            run_start_index=state.run_start_index, approval_id=approval_id,
+            session_id=session_id,
+            finish_reason=reason,
+            steps=state.step_index - state.run_start_step,
+            usage=state.usage - state.run_start_usage,
+            tool_calls=state.tool_calls,
+            message_count=state.message_count,
+            run_start_index=state.run_start_index,
+            approval_id=approval_id,
         )
 
     # -- plumbing ---------------------------------------------------------------------
     async def _store_activity(self, name: str, arg: object, result_type: type | None, summary: str | None = None):
-        return await self._activity(name, arg, result_type, timeout=options.STORE_TIMEOUT.total_seconds(),
-                                    heartbeat=options.STORE_HEARTBEAT_SECONDS, retry=options.STORE_RETRY,
-                                    summary=summary)
+        return await self._activity(
+            name,
+            arg,
+            result_type,
+            timeout=options.STORE_TIMEOUT.total_seconds(),
+            heartbeat=options.STORE_HEARTBEAT_SECONDS,
+            retry=options.STORE_RETRY,
+            summary=summary,
+        )
 
-    async def _activity(self, name: str, arg: object, result_type: type | None, *, timeout: float,
-                        heartbeat: float | None, retry, summary: str | None):
+    async def _activity(
+        self,
+        name: str,
+        arg: object,
+        result_type: type | None,
+        *,
+        timeout: float,
+        heartbeat: float | None,
+        retry,
+        summary: str | None,
+    ):
         """A regular activity, or a local one when the agent asks for the fast path.
 
         Local activities re-run after a crash instead of resuming; the store
@@ -277,17 +355,34 @@ class AgentRunWorkflow:
         at-most-once tool becomes a durability-error result)."""
         if self._local:
             return await workflow.execute_local_activity(
-                name, arg, result_type=result_type, start_to_close_timeout=timedelta(seconds=timeout),
-                retry_policy=retry, cancellation_type=WAIT_CANCEL, summary=summary)
+                name,
+                arg,
+                result_type=result_type,
+                start_to_close_timeout=timedelta(seconds=timeout),
+                retry_policy=retry,
+                cancellation_type=WAIT_CANCEL,
+                summary=summary,
+            )
         return await workflow.execute_activity(
-            name, arg, result_type=result_type, start_to_close_timeout=timedelta(seconds=timeout),
+            name,
+            arg,
+            result_type=result_type,
+            start_to_close_timeout=timedelta(seconds=timeout),
             heartbeat_timeout=timedelta(seconds=heartbeat) if heartbeat else None,
-            retry_policy=retry, cancellation_type=WAIT_CANCEL, summary=summary)
+            retry_policy=retry,
+            cancellation_type=WAIT_CANCEL,
+            summary=summary,
+        )
 
     def _publish(self, config: RunConfig, state: c.RunState, status: str, approval_id: str | None) -> None:
         assert self._inp is not None
-        search.publish(self._inp.search_attributes, agent=config.agent, status=status,
-                       step=state.step_index, approval_id=approval_id)
+        search.publish(
+            self._inp.search_attributes,
+            agent=config.agent,
+            status=status,
+            step=state.step_index,
+            approval_id=approval_id,
+        )
 
     def _set_details(self, state: c.RunState, status: str) -> None:
         workflow.set_current_details(f"step {state.step_index} · {status}")

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from activities.contracts import ApprovalDecision, PendingApproval
-    from checkpoint.format import ToolCall
+    from durable_agents.activities.contracts import ApprovalDecision, PendingApproval
+    from durable_agents.checkpoint.format import ToolCall
 
 
 class ApprovalGate:
@@ -30,8 +29,7 @@ class ApprovalGate:
             raise ValueError(f"approval {decision.approval_id} was already decided")
         if self.pending is None or self.pending.approval_id != decision.approval_id:
             waiting = self.pending.approval_id if self.pending else "none"
-            raise ValueError(f"approval {decision.approval_id} is not pending in this run "
-                             f"(pending: {waiting})")
+            raise ValueError(f"approval {decision.approval_id} is not pending in this run (pending: {waiting})")
 
     def offer(self, decision: ApprovalDecision) -> None:
         try:
@@ -52,12 +50,24 @@ class ApprovalGate:
         self._preset = None
         return decision
 
-    def open(self, approval_id: str, session_id: str, agent: str, call: ToolCall,
-             remaining: list[ToolCall], timeout_seconds: float | None) -> PendingApproval:
+    def open(
+        self,
+        approval_id: str,
+        session_id: str,
+        agent: str,
+        call: ToolCall,
+        remaining: list[ToolCall],
+        timeout_seconds: float | None,
+    ) -> PendingApproval:
         now = workflow.now()
         self.pending = PendingApproval(
-            approval_id=approval_id, session_id=session_id, agent=agent, tool_name=call.name,
-            tool_call_id=call.id, arguments=call.arguments, requested_at=now,
+            approval_id=approval_id,
+            session_id=session_id,
+            agent=agent,
+            tool_name=call.name,
+            tool_call_id=call.id,
+            arguments=call.arguments,
+            requested_at=now,
             remaining_tool_calls=remaining,
             timeout_at=now + timedelta(seconds=timeout_seconds) if timeout_seconds else None,
         )
@@ -69,10 +79,10 @@ class ApprovalGate:
         timeout = pending.timeout_at - pending.requested_at if pending.timeout_at else None
         try:
             await workflow.wait_condition(lambda: approval_id in self._decisions, timeout=timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             self._decisions[approval_id] = ApprovalDecision(
-                approval_id=approval_id, approved=False,
-                note=f"no decision within {timeout}: the approval timed out")
+                approval_id=approval_id, approved=False, note=f"no decision within {timeout}: the approval timed out"
+            )
         self.pending = None
         return self._decisions[approval_id]
 

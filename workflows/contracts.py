@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from activities.contracts import ApprovalDecision, RunState
-from checkpoint.fingerprint import AgentDrift
-from checkpoint.format import FinishReason, Message, RunConfig, Usage
+from durable_agents.activities.contracts import ApprovalDecision, RunState
+from durable_agents.checkpoint.fingerprint import AgentDrift
+from durable_agents.checkpoint.format import FinishReason, Message, RunConfig, Usage
 
 AGENT_RUN_WORKFLOW = "AgentRun"
 

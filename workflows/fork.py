@@ -8,7 +8,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
-    import activities.contracts as c
+    import durable_agents.activities.contracts as c
 
 FORK_WORKFLOW = "ForkSession"
 
@@ -18,10 +18,14 @@ class ForkSessionWorkflow:
     @workflow.run
     async def run(self, inp: c.ForkSessionInput) -> c.ForkSessionOutput:
         return await workflow.execute_activity(
-            c.FORK_SESSION, inp, result_type=c.ForkSessionOutput,
+            c.FORK_SESSION,
+            inp,
+            result_type=c.ForkSessionOutput,
             start_to_close_timeout=timedelta(seconds=60),
             # a refused fork (unknown step, taken id) is final; store hiccups are retried
-            retry_policy=RetryPolicy(maximum_attempts=5, non_retryable_error_types=[
-                "CheckpointNotFoundError", "ConfigurationError", "StoreCorruptError"]),
+            retry_policy=RetryPolicy(
+                maximum_attempts=5,
+                non_retryable_error_types=["CheckpointNotFoundError", "ConfigurationError", "StoreCorruptError"],
+            ),
             summary=f"fork {inp.session_id} at step {inp.from_step}",
         )

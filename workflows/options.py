@@ -9,17 +9,17 @@ from temporalio.common import RetryPolicy
 STORE_TIMEOUT = timedelta(seconds=30)
 STORE_HEARTBEAT_SECONDS = 5.0
 """Store activities heartbeat, so a worker killed inside one is noticed in seconds."""
-STORE_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200),
-                          maximum_interval=timedelta(seconds=10))
+STORE_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=10))
 MODEL_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
     maximum_interval=timedelta(seconds=60),
     maximum_attempts=8,
     non_retryable_error_types=[
-        "ModelProviderRequestError", "ModelProviderMalformedReply", "ConfigurationError",
+        "ModelProviderRequestError",
+        "ModelProviderMalformedReply",
+        "ConfigurationError",
     ],
 )
 # Tool activities retry only infrastructure failures (a dead worker, a store
 # hiccup): a tool's own exception is recorded as its result, not raised.
-TOOL_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=500),
-                         maximum_interval=timedelta(seconds=30))
+TOOL_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=500), maximum_interval=timedelta(seconds=30))

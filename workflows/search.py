@@ -23,9 +23,11 @@ def publish(enabled: bool, *, agent: str, status: str, step: int, approval_id: s
     """Upsert the run's search attributes (only when the namespace has them registered)."""
     if not enabled:
         return
-    workflow.upsert_search_attributes([
-        AGENT_NAME.value_set(agent),
-        AGENT_STATUS.value_set(status),
-        AGENT_STEP.value_set(step),
-        PENDING_APPROVAL_ID.value_set(approval_id) if approval_id else PENDING_APPROVAL_ID.value_unset(),
-    ])
+    workflow.upsert_search_attributes(
+        [
+            AGENT_NAME.value_set(agent),
+            AGENT_STATUS.value_set(status),
+            AGENT_STEP.value_set(step),
+            PENDING_APPROVAL_ID.value_set(approval_id) if approval_id else PENDING_APPROVAL_ID.value_unset(),
+        ]
+    )

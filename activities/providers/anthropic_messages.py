@@ -14,7 +14,7 @@ from typing import Any
 import anthropic
 from temporalio.exceptions import ApplicationError
 
-from activities.providers.base import (
+from durable_agents.activities.providers.base import (
     ModelRequest,
     ModelResponse,
     malformed_reply,
@@ -22,7 +22,7 @@ from activities.providers.base import (
     retryable_error,
     status_error,
 )
-from checkpoint.format import Message, Role, ToolCall, ToolSpec, Usage
+from durable_agents.checkpoint.format import Message, Role, ToolCall, ToolSpec, Usage
 
 _EMPTY_OBJECT_SCHEMA = {"type": "object", "properties": {}}
 

@@ -15,7 +15,7 @@ from typing import Protocol
 from pydantic import BaseModel, Field
 from temporalio.exceptions import ApplicationError
 
-from checkpoint.format import Message, ToolSpec, Usage
+from durable_agents.checkpoint.format import Message, ToolSpec, Usage
 
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
 
@@ -94,11 +94,9 @@ def status_error(provider: str, status: int, body: object, fallback: str, header
     """An HTTP error from a provider: 408/409/425/429/5xx retried (honouring Retry-After), other 4xx final."""
     message = f"{provider} returned {status}: {provider_message(body, fallback)}"
     if is_retryable_status(status):
-        return retryable_error(message, kind="ModelProviderRetryableError",
-                               retry_after=retry_after_seconds(headers))
+        return retryable_error(message, kind="ModelProviderRetryableError", retry_after=retry_after_seconds(headers))
     return non_retryable_error(message, kind="ModelProviderRequestError")
 
 
 def malformed_reply(provider: str, detail: str) -> ApplicationError:
-    return non_retryable_error(f"{provider} returned a malformed reply: {detail}",
-                               kind="ModelProviderMalformedReply")
+    return non_retryable_error(f"{provider} returned a malformed reply: {detail}", kind="ModelProviderMalformedReply")

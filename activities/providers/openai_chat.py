@@ -14,7 +14,7 @@ from typing import Any
 import openai
 from temporalio.exceptions import ApplicationError
 
-from activities.providers.base import (
+from durable_agents.activities.providers.base import (
     ModelRequest,
     ModelResponse,
     malformed_reply,
@@ -22,7 +22,7 @@ from activities.providers.base import (
     retryable_error,
     status_error,
 )
-from checkpoint.format import Message, Role, ToolCall, ToolSpec, Usage
+from durable_agents.checkpoint.format import Message, Role, ToolCall, ToolSpec, Usage
 
 INVALID_JSON_KEY = "__invalid_json__"
 """Arguments the model sent that are not a JSON object are kept under this key,

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from activities.providers.base import ModelProvider
-from checkpoint.errors import ConfigurationError
+from durable_agents.activities.providers.base import ModelProvider
+from durable_agents.checkpoint.errors import ConfigurationError
 
 PROVIDERS = ("anthropic", "openai", "scripted")
 
@@ -40,15 +40,15 @@ class ProviderRegistry:
 
 def _build(provider: str) -> ModelProvider:
     if provider == "scripted":
-        from activities.providers.scripted import ScriptedProvider
+        from durable_agents.activities.providers.scripted import ScriptedProvider
 
         return ScriptedProvider()
     if provider == "anthropic":
-        from activities.providers.anthropic_messages import AnthropicProvider
+        from durable_agents.activities.providers.anthropic_messages import AnthropicProvider
 
         return AnthropicProvider()
     if provider == "openai":
-        from activities.providers.openai_chat import OpenAIProvider
+        from durable_agents.activities.providers.openai_chat import OpenAIProvider
 
         return OpenAIProvider()
     raise ConfigurationError(f"unknown provider {provider!r}; known: {', '.join(PROVIDERS)}")

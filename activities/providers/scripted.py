@@ -15,8 +15,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from activities.providers.base import ModelRequest, ModelResponse, non_retryable_error
-from checkpoint.format import Message, Role, ToolCall, Usage
+from durable_agents.activities.providers.base import ModelRequest, ModelResponse, non_retryable_error
+from durable_agents.checkpoint.format import Message, Role, ToolCall, Usage
 
 
 class ScriptedToolCall(BaseModel):

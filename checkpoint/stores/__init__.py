@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import urlparse
 
-from checkpoint.errors import ConfigurationError
-from checkpoint.stores.base import DEFAULT_HISTORY_LIMIT, CheckpointStore, get_checkpoint_history
-from checkpoint.stores.file import FileStore
-from checkpoint.stores.memory import MemoryStore
-from checkpoint.stores.postgres import PostgresStore, redact
-from checkpoint.stores.sqlite import SqliteStore
+from durable_agents.checkpoint.errors import ConfigurationError
+from durable_agents.checkpoint.stores.base import DEFAULT_HISTORY_LIMIT, CheckpointStore, get_checkpoint_history
+from durable_agents.checkpoint.stores.file import FileStore
+from durable_agents.checkpoint.stores.memory import MemoryStore
+from durable_agents.checkpoint.stores.postgres import PostgresStore, redact
+from durable_agents.checkpoint.stores.sqlite import SqliteStore
 
 DEFAULT_STORE_URL = "sqlite:///.durable-agents/store.db"
 
@@ -28,12 +28,12 @@ def open_store(url: str | None = None, *, history_limit: int = DEFAULT_HISTORY_L
         return MemoryStore(history_limit=history_limit)
     parsed = urlparse(url)
     if parsed.scheme == "sqlite":
-        path = url[len("sqlite:///"):] if url.startswith("sqlite:///") else parsed.path
+        path = url[len("sqlite:///") :] if url.startswith("sqlite:///") else parsed.path
         if not path:
             raise ConfigurationError(f"store URL {url!r} names no file: use sqlite:///path/to/store.db")
         return SqliteStore(Path(path), history_limit=history_limit)
     if parsed.scheme == "file":
-        path = url[len("file://"):] if url.startswith("file://") else parsed.path
+        path = url[len("file://") :] if url.startswith("file://") else parsed.path
         if not path.strip("/"):
             raise ConfigurationError(f"store URL {url!r} names no directory: use file:///path/to/dir")
         return FileStore(Path(path), history_limit=history_limit)

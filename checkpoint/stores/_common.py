@@ -6,8 +6,8 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
-from checkpoint.errors import StoreCorruptError
-from checkpoint.format import CheckpointHeader, CheckpointStatus, HistoryEntry, Message
+from durable_agents.checkpoint.errors import StoreCorruptError
+from durable_agents.checkpoint.format import CheckpointHeader, CheckpointStatus, HistoryEntry, Message
 
 T = TypeVar("T")
 
@@ -33,15 +33,16 @@ def header_key(header: CheckpointHeader) -> str:
 def stamped(header: CheckpointHeader, start: int, messages: list[Message]) -> CheckpointHeader:
     """Check an ``append`` call and give its header the save time."""
     if header.message_count != start + len(messages):
-        raise ValueError(
-            f"header.message_count={header.message_count} but start+len(messages)="
-            f"{start + len(messages)}"
-        )
+        raise ValueError(f"header.message_count={header.message_count} but start+len(messages)={start + len(messages)}")
     return header.model_copy(update={"updated_at": as_utc(header.updated_at or now())})
 
 
 def past_batch(
-    session_id: str, where: str, count: int, batch_start: int, batch: list[str],
+    session_id: str,
+    where: str,
+    count: int,
+    batch_start: int,
+    batch: list[str],
     results: Mapping[str, object],
 ) -> bool:
     """True when the checkpoint already holds the whole batch and more.
@@ -61,7 +62,11 @@ def past_batch(
 
 
 def batch_prefix(
-    session_id: str, where: str, count: int, batch_start: int, batch: list[str],
+    session_id: str,
+    where: str,
+    count: int,
+    batch_start: int,
+    batch: list[str],
     results: Mapping[str, T],
 ) -> list[T]:
     """The recorded results that extend the transcript, in call order."""
@@ -81,8 +86,9 @@ def batch_prefix(
 
 def session_list_query(status: object, agent: str | None, mark: str) -> tuple[str, list[object]]:
     """The ``list_sessions`` SQL (newest first) and its parameters; ``mark`` is the placeholder."""
-    query = ("SELECT session_id, agent, status, step_index, message_count, approval_id, updated_at"
-             " FROM sessions WHERE 1=1")
+    query = (
+        "SELECT session_id, agent, status, step_index, message_count, approval_id, updated_at FROM sessions WHERE 1=1"
+    )
     params: list[object] = []
     if status is not None:
         query += f" AND status = {mark}"
@@ -107,6 +113,7 @@ def history_entries(
         checkpoint = header.model_copy(update={"updated_at": saved_at}).with_messages(
             transcripts[transcript_id][: header.message_count]
         )
-        entries.append(HistoryEntry(step=header.step_index, saved_at=saved_at,
-                                    status=header.status, checkpoint=checkpoint))
+        entries.append(
+            HistoryEntry(step=header.step_index, saved_at=saved_at, status=header.status, checkpoint=checkpoint)
+        )
     return entries

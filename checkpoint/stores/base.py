@@ -20,7 +20,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from datetime import datetime, timedelta
 
-from checkpoint.format import (
+from durable_agents.checkpoint.format import (
     Checkpoint,
     CheckpointHeader,
     CheckpointStatus,
@@ -75,9 +75,7 @@ class CheckpointStore(ABC):
     def load_header(self, session_id: str) -> CheckpointHeader | None: ...
 
     @abstractmethod
-    def load_messages(
-        self, session_id: str, start: int = 0, end: int | None = None
-    ) -> list[Message]: ...
+    def load_messages(self, session_id: str, start: int = 0, end: int | None = None) -> list[Message]: ...
 
     @abstractmethod
     def append(self, header: CheckpointHeader, start: int, messages: list[Message]) -> None:
@@ -97,9 +95,7 @@ class CheckpointStore(ABC):
         """The recorded result of a tool call, if it has one."""
 
     @abstractmethod
-    def record_tool_result(
-        self, session_id: str, message: Message, batch_start: int, batch: list[str]
-    ) -> int:
+    def record_tool_result(self, session_id: str, message: Message, batch_start: int, batch: list[str]) -> int:
         """Record a tool result (the first recorded result of a call wins), then
         append the batch's results to the transcript as their in-order prefix.
 
@@ -110,9 +106,7 @@ class CheckpointStore(ABC):
         """Release connections."""
 
 
-def get_checkpoint_history(
-    store: object, session_id: str, limit: int | None = None
-) -> list[HistoryEntry] | None:
+def get_checkpoint_history(store: object, session_id: str, limit: int | None = None) -> list[HistoryEntry] | None:
     """History of a session, or None for a store that keeps none."""
     history = getattr(store, "history", None)
     if history is None:

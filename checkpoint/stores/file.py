@@ -34,10 +34,25 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from checkpoint.errors import StoreCorruptError
-from checkpoint.format import Checkpoint, CheckpointHeader, CheckpointStatus, HistoryEntry, Message, SessionSummary
-from checkpoint.stores._common import batch_prefix, past_batch, cutoff_of, header_key, history_entries, now, stamped
-from checkpoint.stores.base import DEFAULT_HISTORY_LIMIT, CheckpointStore
+from durable_agents.checkpoint.errors import StoreCorruptError
+from durable_agents.checkpoint.format import (
+    Checkpoint,
+    CheckpointHeader,
+    CheckpointStatus,
+    HistoryEntry,
+    Message,
+    SessionSummary,
+)
+from durable_agents.checkpoint.stores._common import (
+    batch_prefix,
+    cutoff_of,
+    header_key,
+    history_entries,
+    now,
+    past_batch,
+    stamped,
+)
+from durable_agents.checkpoint.stores.base import DEFAULT_HISTORY_LIMIT, CheckpointStore
 
 _SAFE = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_-")
 _EXT = {"sessions": ".json", "history": ".json", "messages": ".jsonl", "tools": ".jsonl", "locks": ".lock"}
@@ -47,8 +62,12 @@ Session = tuple[CheckpointHeader, int, int]  # header, transcript id, positions 
 def safe_name(session_id: str) -> str:
     """``[a-z0-9_-]`` kept, anything else ``%XX`` (no ``/``, ``..`` or case clash); long ids hashed."""
     raw = session_id.encode("utf-8", "surrogatepass")
-    name = "".join(c if c in _SAFE else "".join(f"%{b:02X}" for b in c.encode("utf-8", "surrogatepass"))
-                   for c in session_id) or "%"
+    name = (
+        "".join(
+            c if c in _SAFE else "".join(f"%{b:02X}" for b in c.encode("utf-8", "surrogatepass")) for c in session_id
+        )
+        or "%"
+    )
     return name if len(name) <= 180 else name[:120] + "~" + hashlib.sha256(raw).hexdigest()
 
 
@@ -103,7 +122,7 @@ class FileStore(CheckpointStore):
             torn = size > 0 and os.pread(fd, 1, size - 1) != b"\n"  # end a line torn by a crash
             data = (("\n" if torn else "") + "".join(line + "\n" for line in lines)).encode()
             while data:
-                data = data[os.write(fd, data):]
+                data = data[os.write(fd, data) :]
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -118,8 +137,9 @@ class FileStore(CheckpointStore):
         except FileNotFoundError:
             return None
         except (ValueError, KeyError, TypeError) as e:
-            raise StoreCorruptError(f"checkpoint file {path} cannot be read ({e}); "
-                                    "move it aside or restore a backup") from e
+            raise StoreCorruptError(
+                f"checkpoint file {path} cannot be read ({e}); move it aside or restore a backup"
+            ) from e
 
     def _read_history(self, name: str) -> list[dict[str, Any]] | None:
         """The ring, oldest first; None when the file is damaged."""
@@ -136,8 +156,10 @@ class FileStore(CheckpointStore):
             return None
 
     def _write_history(self, name: str, entries: list[dict[str, Any]]) -> None:
-        self._replace(self._path("history", name), {"entries": [
-            {k: e[k] for k in ("seq", "savedAt", "transcript", "header")} for e in entries]})
+        self._replace(
+            self._path("history", name),
+            {"entries": [{k: e[k] for k in ("seq", "savedAt", "transcript", "header")} for e in entries]},
+        )
 
     def _read_log(self, name: str, wanted: dict[int, int] | None = None) -> dict[int, dict[int, str]]:
         """Message bodies by transcript and position (below ``wanted[t]``; later lines win)."""
@@ -162,8 +184,10 @@ class FileStore(CheckpointStore):
         try:
             return [Message.model_validate_json(bodies[p]) for p in range(start, end)]
         except (KeyError, ValueError) as e:
-            raise StoreCorruptError(f"message log {self._path('messages', name)} lacks or garbles messages "
-                                    f"{start}..{end - 1} ({e!r}); the store is damaged") from e
+            raise StoreCorruptError(
+                f"message log {self._path('messages', name)} lacks or garbles messages "
+                f"{start}..{end - 1} ({e!r}); the store is damaged"
+            ) from e
 
     def _read_tools(self, name: str) -> list[dict[str, Any]]:
         try:
@@ -228,9 +252,17 @@ class FileStore(CheckpointStore):
         for path in (self.directory / "sessions").glob("*.json"):
             h = (self._read_session(path.name[: -len(".json")]) or (None,))[0]
             if h and (status is None or h.status == CheckpointStatus(status)) and (agent is None or h.agent == agent):
-                found.append(SessionSummary(session_id=h.session_id, agent=h.agent, status=h.status,
-                                            step_index=h.step_index, message_count=h.message_count,
-                                            approval_id=h.approval_id, updated_at=h.updated_at))
+                found.append(
+                    SessionSummary(
+                        session_id=h.session_id,
+                        agent=h.agent,
+                        status=h.status,
+                        step_index=h.step_index,
+                        message_count=h.message_count,
+                        approval_id=h.approval_id,
+                        updated_at=h.updated_at,
+                    )
+                )
         return sorted(found, key=lambda s: s.updated_at, reverse=True)  # type: ignore[arg-type,return-value]
 
     def tool_result(self, session_id: str, tool_call_id: str) -> Message | None:
@@ -267,8 +299,10 @@ class FileStore(CheckpointStore):
         lines += [f"[{t},{p},{bodies[p - start]}]" for p in range(max(start, written), end)]
         if lines:
             self._append_lines(self._path("messages", name), lines)
-        self._replace(self._path("sessions", name),
-                      {"checkpoint": header.to_dict(), "transcript": t, "written": max(written, end)})
+        self._replace(
+            self._path("sessions", name),
+            {"checkpoint": header.to_dict(), "transcript": t, "written": max(written, end)},
+        )
         entries = self._read_history(name)
         damaged, entries = entries is None, entries or []
         before |= {e["transcript"] for e in entries}
@@ -277,9 +311,15 @@ class FileStore(CheckpointStore):
         if self.history_limit > 0:
             key = json.loads(header_key(header))
             if not entries or entries[-1]["header"] != key or entries[-1]["transcript"] != t:
-                entries.append({"seq": entries[-1]["seq"] + 1 if entries else 1, "transcript": t, "header": key,
-                                "savedAt": header.updated_at.isoformat()})  # type: ignore[union-attr]
-                entries = entries[-self.history_limit:]
+                entries.append(
+                    {
+                        "seq": entries[-1]["seq"] + 1 if entries else 1,
+                        "transcript": t,
+                        "header": key,
+                        "savedAt": header.updated_at.isoformat(),
+                    }
+                )  # type: ignore[union-attr]
+                entries = entries[-self.history_limit :]
                 self._write_history(name, entries)
         if damaged or before - {t} - {e["transcript"] for e in entries}:
             self._compact(name)
@@ -326,8 +366,10 @@ class FileStore(CheckpointStore):
             header, count = current[0], current[0].message_count
             if past_batch(session_id, str(self.directory), count, batch_start, batch, results):
                 return batch_start + len(batch)
-            new = [Message.model_validate(r) for r in
-                   batch_prefix(session_id, str(self.directory), count, batch_start, batch, results)]
+            new = [
+                Message.model_validate(r)
+                for r in batch_prefix(session_id, str(self.directory), count, batch_start, batch, results)
+            ]
             if new:
                 updated = header.model_copy(update={"message_count": count + len(new), "updated_at": None})
                 self._append(name, stamped(updated, count, new), count, [m.to_json() for m in new])
@@ -345,8 +387,9 @@ class FileStore(CheckpointStore):
 
     def prune(self, older_than: timedelta | datetime) -> int:
         cutoff, gone = cutoff_of(older_than), 0
-        names = {p.name.rsplit(".", 1)[0] for kind in ("sessions", "history")
-                 for p in (self.directory / kind).glob("*.json")}
+        names = {
+            p.name.rsplit(".", 1)[0] for kind in ("sessions", "history") for p in (self.directory / kind).glob("*.json")
+        }
         for name in sorted(names):
             with self._locked(name):
                 current = self._read_session(name)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from checkpoint.stores.base import DEFAULT_HISTORY_LIMIT
-from checkpoint.stores.sqlite import SqliteStore
+from durable_agents.checkpoint.stores.base import DEFAULT_HISTORY_LIMIT
+from durable_agents.checkpoint.stores.sqlite import SqliteStore
 
 
 class MemoryStore(SqliteStore):

@@ -23,10 +23,19 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from checkpoint.errors import ConfigurationError, StoreCorruptError, StoreUnavailableError
-from checkpoint.format import CheckpointHeader, CheckpointStatus, HistoryEntry, Message, SessionSummary
-from checkpoint.stores._common import batch_prefix, past_batch, cutoff_of, header_key, history_entries, now, session_list_query, stamped
-from checkpoint.stores.base import DEFAULT_HISTORY_LIMIT, CheckpointStore
+from durable_agents.checkpoint.errors import ConfigurationError, StoreCorruptError, StoreUnavailableError
+from durable_agents.checkpoint.format import CheckpointHeader, CheckpointStatus, HistoryEntry, Message, SessionSummary
+from durable_agents.checkpoint.stores._common import (
+    batch_prefix,
+    cutoff_of,
+    header_key,
+    history_entries,
+    now,
+    past_batch,
+    session_list_query,
+    stamped,
+)
+from durable_agents.checkpoint.stores.base import DEFAULT_HISTORY_LIMIT, CheckpointStore
 
 MIGRATIONS: list[str] = [
     """
@@ -80,14 +89,12 @@ def redact(url: str) -> str:
 
 
 class PostgresStore(CheckpointStore):
-    def __init__(self, url: str, *, history_limit: int = DEFAULT_HISTORY_LIMIT,
-                 connect_timeout: float = 10) -> None:
+    def __init__(self, url: str, *, history_limit: int = DEFAULT_HISTORY_LIMIT, connect_timeout: float = 10) -> None:
         try:
             import psycopg
             from psycopg.conninfo import conninfo_to_dict
         except ImportError as e:
-            raise ConfigurationError(
-                "PostgresStore needs psycopg: pip install 'durable-agents[postgres]'") from e
+            raise ConfigurationError("PostgresStore needs psycopg: pip install 'durable-agents[postgres]'") from e
         self._psycopg = psycopg
         self.url = url
         self.safe_url = redact(url)
@@ -125,8 +132,7 @@ class PostgresStore(CheckpointStore):
                 if self._conn is not None and (self._conn.closed or self._conn.broken):
                     self._conn = None
                 reason = self._scrub(str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__)
-                raise StoreUnavailableError(
-                    f"PostgreSQL store {self.safe_url} is unavailable: {reason}") from None
+                raise StoreUnavailableError(f"PostgreSQL store {self.safe_url} is unavailable: {reason}") from None
 
     def _migrate(self) -> None:
         with self._tx() as cur:
@@ -144,7 +150,8 @@ class PostgresStore(CheckpointStore):
             return CheckpointHeader.model_validate_json(raw)
         except ValueError as e:
             raise StoreCorruptError(
-                f"checkpoint of session {session_id!r} in {self.safe_url} cannot be read: {e}") from e
+                f"checkpoint of session {session_id!r} in {self.safe_url} cannot be read: {e}"
+            ) from e
 
     def load_header(self, session_id: str) -> CheckpointHeader | None:
         with self._tx() as cur:
@@ -153,8 +160,9 @@ class PostgresStore(CheckpointStore):
 
     def load_messages(self, session_id: str, start: int = 0, end: int | None = None) -> list[Message]:
         with self._tx() as cur:
-            row = cur.execute("SELECT transcript_id, message_count FROM sessions WHERE session_id = %s",
-                              (session_id,)).fetchone()
+            row = cur.execute(
+                "SELECT transcript_id, message_count FROM sessions WHERE session_id = %s", (session_id,)
+            ).fetchone()
             if row is None:
                 return []
             return self._read_messages(cur, session_id, row[0], start, row[1] if end is None else end)
@@ -163,25 +171,30 @@ class PostgresStore(CheckpointStore):
         rows = cur.execute(
             "SELECT body FROM messages WHERE session_id = %s AND transcript_id = %s"
             " AND position >= %s AND position < %s ORDER BY position",
-            (session_id, transcript_id, start, end)).fetchall()
+            (session_id, transcript_id, start, end),
+        ).fetchall()
         if len(rows) != max(end - start, 0):
             raise StoreCorruptError(
                 f"session {session_id!r} in {self.safe_url}: expected messages {start}..{end - 1}, "
-                f"found {len(rows)}; the store is damaged")
+                f"found {len(rows)}; the store is damaged"
+            )
         return [Message.model_validate_json(body) for (body,) in rows]
 
     def history(self, session_id: str, limit: int | None = None) -> list[HistoryEntry]:
         with self._tx() as cur:
             rows = cur.execute(
                 "SELECT saved_at, transcript_id, header FROM checkpoint_history"
-                " WHERE session_id = %s ORDER BY seq DESC LIMIT %s", (session_id, limit)).fetchall()
+                " WHERE session_id = %s ORDER BY seq DESC LIMIT %s",
+                (session_id, limit),
+            ).fetchall()
             parsed = [(self._parse_header(h, session_id), t, s.astimezone(UTC)) for s, t, h in rows]
             return history_entries(parsed, lambda t, n: self._read_messages(cur, session_id, t, 0, n))
 
     def tool_result(self, session_id: str, tool_call_id: str) -> Message | None:
         with self._tx() as cur:
-            row = cur.execute("SELECT result FROM tool_calls WHERE session_id = %s AND tool_call_id = %s",
-                              (session_id, tool_call_id)).fetchone()
+            row = cur.execute(
+                "SELECT result FROM tool_calls WHERE session_id = %s AND tool_call_id = %s", (session_id, tool_call_id)
+            ).fetchone()
         return Message.model_validate_json(row[0]) if row and row[0] else None
 
     def list_sessions(
@@ -190,15 +203,26 @@ class PostgresStore(CheckpointStore):
         query, params = session_list_query(status, agent, "%s")
         with self._tx() as cur:
             rows = cur.execute(query, params).fetchall()
-        return [SessionSummary(session_id=r[0], agent=r[1], status=r[2], step_index=r[3], message_count=r[4],
-                               approval_id=r[5], updated_at=r[6].astimezone(UTC)) for r in rows]
+        return [
+            SessionSummary(
+                session_id=r[0],
+                agent=r[1],
+                status=r[2],
+                step_index=r[3],
+                message_count=r[4],
+                approval_id=r[5],
+                updated_at=r[6].astimezone(UTC),
+            )
+            for r in rows
+        ]
 
     # -- writes -----------------------------------------------------------
     def _lock_session(self, cur: Any, session_id: str) -> tuple[int, int] | None:
         """Serialize this session's writers (across machines); its (transcript, count) row."""
         cur.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (session_id,))
-        return cur.execute("SELECT transcript_id, message_count FROM sessions WHERE session_id = %s"
-                           " FOR UPDATE", (session_id,)).fetchone()
+        return cur.execute(
+            "SELECT transcript_id, message_count FROM sessions WHERE session_id = %s FOR UPDATE", (session_id,)
+        ).fetchone()
 
     def append(self, header: CheckpointHeader, start: int, messages: list[Message]) -> None:
         header = stamped(header, start, messages)
@@ -206,8 +230,9 @@ class PostgresStore(CheckpointStore):
             row = self._lock_session(cur, header.session_id)
             self._append(cur, row, header, start, [m.to_json() for m in messages])
 
-    def _append(self, cur: Any, row: tuple[int, int] | None, header: CheckpointHeader, start: int,
-                bodies: list[str]) -> None:
+    def _append(
+        self, cur: Any, row: tuple[int, int] | None, header: CheckpointHeader, start: int, bodies: list[str]
+    ) -> None:
         sid = header.session_id
         if row is None:
             if start:
@@ -219,16 +244,20 @@ class PostgresStore(CheckpointStore):
                 raise ValueError(f"session {sid!r} has {count} messages; cannot write at {start}")
             # Every row already at these positions counts, also ones past the current
             # count (a shorter save keeps them for older history entries).
-            existing = dict(cur.execute(
-                "SELECT position, body FROM messages WHERE session_id = %s AND transcript_id = %s"
-                " AND position >= %s AND position < %s",
-                (sid, transcript_id, start, start + len(bodies))).fetchall())
+            existing = dict(
+                cur.execute(
+                    "SELECT position, body FROM messages WHERE session_id = %s AND transcript_id = %s"
+                    " AND position >= %s AND position < %s",
+                    (sid, transcript_id, start, start + len(bodies)),
+                ).fetchall()
+            )
             if any(body != bodies[pos - start] for pos, body in existing.items()):
                 old, transcript_id, existing = transcript_id, self._fresh_transcript_id(cur, sid), {}
                 cur.execute(
                     "INSERT INTO messages SELECT session_id, %s, position, body FROM messages"
                     " WHERE session_id = %s AND transcript_id = %s AND position < %s",
-                    (transcript_id, sid, old, start))
+                    (transcript_id, sid, old, start),
+                )
         new = [(sid, transcript_id, start + i, b) for i, b in enumerate(bodies) if start + i not in existing]
         if new:
             cur.executemany("INSERT INTO messages VALUES (%s, %s, %s, %s)", new)
@@ -247,22 +276,36 @@ class PostgresStore(CheckpointStore):
             " agent = excluded.agent, status = excluded.status, step_index = excluded.step_index,"
             " message_count = excluded.message_count, approval_id = excluded.approval_id,"
             " updated_at = excluded.updated_at",
-            (sid, transcript_id, header.to_json(), header.agent, header.status.value,
-             header.step_index, header.message_count, header.approval_id, saved_at))
+            (
+                sid,
+                transcript_id,
+                header.to_json(),
+                header.agent,
+                header.status.value,
+                header.step_index,
+                header.message_count,
+                header.approval_id,
+                saved_at,
+            ),
+        )
         if self.history_limit <= 0:
             self._collect_garbage(cur, sid)
             return
         newest = cur.execute(
-            "SELECT seq, header, transcript_id FROM checkpoint_history WHERE session_id = %s"
-            " ORDER BY seq DESC LIMIT 1", (sid,)).fetchone()
+            "SELECT seq, header, transcript_id FROM checkpoint_history WHERE session_id = %s ORDER BY seq DESC LIMIT 1",
+            (sid,),
+        ).fetchone()
         if newest is not None and newest[1] == key and newest[2] == transcript_id:
             return  # the same save again (a retried activity): no new entry
         seq = newest[0] + 1 if newest else 1
-        cur.execute("INSERT INTO checkpoint_history VALUES (%s, %s, %s, %s, %s, %s, %s)",
-                    (sid, seq, header.step_index, saved_at, header.status.value, transcript_id, key))
+        cur.execute(
+            "INSERT INTO checkpoint_history VALUES (%s, %s, %s, %s, %s, %s, %s)",
+            (sid, seq, header.step_index, saved_at, header.status.value, transcript_id, key),
+        )
         dropped = cur.execute(
             "DELETE FROM checkpoint_history WHERE session_id = %s AND seq <= %s RETURNING transcript_id",
-            (sid, seq - self.history_limit)).fetchall()
+            (sid, seq - self.history_limit),
+        ).fetchall()
         if any(t != transcript_id for (t,) in dropped):
             self._collect_garbage(cur, sid)
 
@@ -273,14 +316,16 @@ class PostgresStore(CheckpointStore):
             "DELETE FROM messages WHERE session_id = %s AND transcript_id NOT IN ("
             " SELECT transcript_id FROM sessions WHERE session_id = %s"
             " UNION SELECT transcript_id FROM checkpoint_history WHERE session_id = %s)",
-            (session_id, session_id, session_id))
+            (session_id, session_id, session_id),
+        )
 
     def tool_started(self, session_id: str, tool_call_id: str) -> int:
         with self._tx() as cur:
             row = cur.execute(
                 "INSERT INTO tool_calls VALUES (%s, %s, 1, %s, NULL) ON CONFLICT (session_id, tool_call_id)"
                 " DO UPDATE SET starts = tool_calls.starts + 1 RETURNING starts",
-                (session_id, tool_call_id, now())).fetchone()
+                (session_id, tool_call_id, now()),
+            ).fetchone()
         return row[0] - 1
 
     def record_tool_result(self, session_id: str, message: Message, batch_start: int, batch: list[str]) -> int:
@@ -289,16 +334,22 @@ class PostgresStore(CheckpointStore):
             cur.execute(
                 "INSERT INTO tool_calls VALUES (%s, %s, 0, %s, %s) ON CONFLICT (session_id, tool_call_id)"
                 " DO UPDATE SET result = COALESCE(tool_calls.result, excluded.result)",
-                (session_id, message.tool_call_id, now(), message.to_json()))
+                (session_id, message.tool_call_id, now(), message.to_json()),
+            )
             if row is None:
                 raise StoreCorruptError(f"session {session_id!r} vanished from {self.safe_url} mid-run")
             header = self._parse_header(
                 cur.execute("SELECT header FROM sessions WHERE session_id = %s", (session_id,)).fetchone()[0],
-                session_id)
+                session_id,
+            )
             count = header.message_count
-            results = dict(cur.execute(
-                "SELECT tool_call_id, result FROM tool_calls WHERE session_id = %s AND result IS NOT NULL"
-                " AND tool_call_id = ANY(%s)", (session_id, batch)).fetchall())
+            results = dict(
+                cur.execute(
+                    "SELECT tool_call_id, result FROM tool_calls WHERE session_id = %s AND result IS NOT NULL"
+                    " AND tool_call_id = ANY(%s)",
+                    (session_id, batch),
+                ).fetchall()
+            )
             if past_batch(session_id, self.safe_url, count, batch_start, batch, results):
                 return batch_start + len(batch)
             new = batch_prefix(session_id, self.safe_url, count, batch_start, batch, results)
@@ -321,10 +372,18 @@ class PostgresStore(CheckpointStore):
     def prune(self, older_than: timedelta | datetime) -> int:
         cutoff = cutoff_of(older_than)
         with self._tx() as cur:
-            gone = [r[0] for r in cur.execute(
-                "DELETE FROM sessions WHERE updated_at < %s RETURNING session_id", (cutoff,)).fetchall()]
-            touched = {r[0] for r in cur.execute(
-                "DELETE FROM checkpoint_history WHERE saved_at < %s RETURNING session_id", (cutoff,)).fetchall()}
+            gone = [
+                r[0]
+                for r in cur.execute(
+                    "DELETE FROM sessions WHERE updated_at < %s RETURNING session_id", (cutoff,)
+                ).fetchall()
+            ]
+            touched = {
+                r[0]
+                for r in cur.execute(
+                    "DELETE FROM checkpoint_history WHERE saved_at < %s RETURNING session_id", (cutoff,)
+                ).fetchall()
+            }
             if gone:
                 cur.execute("DELETE FROM tool_calls WHERE session_id = ANY(%s)", (gone,))
             for sid in set(gone) | touched:

@@ -22,18 +22,17 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from checkpoint.errors import StoreCorruptError
-from checkpoint.format import (
+from durable_agents.checkpoint.errors import StoreCorruptError
+from durable_agents.checkpoint.format import (
     CheckpointHeader,
     CheckpointStatus,
     HistoryEntry,
     Message,
     SessionSummary,
 )
-from checkpoint.stores._common import batch_prefix, history_entries, past_batch, session_list_query
-from checkpoint.stores.sqlite_schema import MIGRATIONS
-from checkpoint.stores.base import DEFAULT_HISTORY_LIMIT, CheckpointStore
-
+from durable_agents.checkpoint.stores._common import batch_prefix, history_entries, past_batch, session_list_query
+from durable_agents.checkpoint.stores.base import DEFAULT_HISTORY_LIMIT, CheckpointStore
+from durable_agents.checkpoint.stores.sqlite_schema import MIGRATIONS
 
 
 def _now() -> datetime:
@@ -84,9 +83,7 @@ class SqliteStore(CheckpointStore):
     # -- reads ------------------------------------------------------------
     def load_header(self, session_id: str) -> CheckpointHeader | None:
         with self._lock:
-            row = self._db.execute(
-                "SELECT header FROM sessions WHERE session_id = ?", (session_id,)
-            ).fetchone()
+            row = self._db.execute("SELECT header FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
         if row is None:
             return None
         return self._parse_header(row[0], session_id)
@@ -119,16 +116,13 @@ class SqliteStore(CheckpointStore):
         try:
             return CheckpointHeader.model_validate_json(raw)
         except ValueError as e:
-            raise StoreCorruptError(
-                f"checkpoint of session {session_id!r} in {self.path} cannot be read: {e}"
-            ) from e
+            raise StoreCorruptError(f"checkpoint of session {session_id!r} in {self.path} cannot be read: {e}") from e
 
     # -- writes -----------------------------------------------------------
     def append(self, header: CheckpointHeader, start: int, messages: list[Message]) -> None:
         if header.message_count != start + len(messages):
             raise ValueError(
-                f"header.message_count={header.message_count} but start+len(messages)="
-                f"{start + len(messages)}"
+                f"header.message_count={header.message_count} but start+len(messages)={start + len(messages)}"
             )
         saved_at = header.updated_at or _now()
         header = header.model_copy(update={"updated_at": saved_at})
@@ -181,9 +175,7 @@ class SqliteStore(CheckpointStore):
         return transcript_id
 
     def _fresh_transcript_id(self, session_id: str) -> int:
-        row = self._db.execute(
-            "SELECT MAX(transcript_id) FROM messages WHERE session_id = ?", (session_id,)
-        ).fetchone()
+        row = self._db.execute("SELECT MAX(transcript_id) FROM messages WHERE session_id = ?", (session_id,)).fetchone()
         return (row[0] or 0) + 1
 
     def _copy_prefix(self, session_id: str, transcript_id: int, end: int) -> int:
@@ -201,15 +193,23 @@ class SqliteStore(CheckpointStore):
         key = _header_key(header)
         self._db.execute(
             "INSERT OR REPLACE INTO sessions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (sid, transcript_id, header.to_json(), header.agent, header.status.value,
-             header.step_index, header.message_count, header.approval_id, saved_at),
+            (
+                sid,
+                transcript_id,
+                header.to_json(),
+                header.agent,
+                header.status.value,
+                header.step_index,
+                header.message_count,
+                header.approval_id,
+                saved_at,
+            ),
         )
         if self.history_limit <= 0:
             self._collect_garbage(sid)
             return
         newest = self._db.execute(
-            "SELECT seq, header, transcript_id FROM checkpoint_history WHERE session_id = ?"
-            " ORDER BY seq DESC LIMIT 1",
+            "SELECT seq, header, transcript_id FROM checkpoint_history WHERE session_id = ? ORDER BY seq DESC LIMIT 1",
             (sid,),
         ).fetchone()
         if newest is not None and newest[1] == key and newest[2] == transcript_id:
@@ -252,9 +252,7 @@ class SqliteStore(CheckpointStore):
             ).fetchone()
         return Message.model_validate_json(row[0]) if row and row[0] else None
 
-    def record_tool_result(
-        self, session_id: str, message: Message, batch_start: int, batch: list[str]
-    ) -> int:
+    def record_tool_result(self, session_id: str, message: Message, batch_start: int, batch: list[str]) -> int:
         with self._transaction():
             self._db.execute(
                 "INSERT INTO tool_calls VALUES (?, ?, 0, ?, ?) ON CONFLICT DO UPDATE"
@@ -268,18 +266,25 @@ class SqliteStore(CheckpointStore):
         if header is None:
             raise StoreCorruptError(f"session {session_id!r} vanished from {self.path} mid-run")
         count = header.message_count
-        rows = dict(self._db.execute(
-            f"SELECT tool_call_id, result FROM tool_calls WHERE session_id = ? AND result IS NOT NULL"
-            f" AND tool_call_id IN ({','.join('?' * len(batch))})",
-            (session_id, *batch),
-        ).fetchall()) if batch else {}
+        rows = (
+            dict(
+                self._db.execute(
+                    f"SELECT tool_call_id, result FROM tool_calls WHERE session_id = ? AND result IS NOT NULL"
+                    f" AND tool_call_id IN ({','.join('?' * len(batch))})",
+                    (session_id, *batch),
+                ).fetchall()
+            )
+            if batch
+            else {}
+        )
         if past_batch(session_id, self.path, count, batch_start, batch, rows):
             return batch_start + len(batch)
-        new = [Message.model_validate_json(body)
-               for body in batch_prefix(session_id, self.path, count, batch_start, batch, rows)]
+        new = [
+            Message.model_validate_json(body)
+            for body in batch_prefix(session_id, self.path, count, batch_start, batch, rows)
+        ]
         if new:
-            self.append(header.model_copy(update={"message_count": count + len(new), "updated_at": None}),
-                        count, new)
+            self.append(header.model_copy(update={"message_count": count + len(new), "updated_at": None}), count, new)
         return count + len(new)
 
     # -- public management ---------------------------------------------------
@@ -298,8 +303,7 @@ class SqliteStore(CheckpointStore):
                 " WHERE session_id = ? ORDER BY seq DESC LIMIT ?",
                 (session_id, -1 if limit is None else limit),
             ).fetchall()
-            parsed = [(self._parse_header(h, session_id), t, datetime.fromtimestamp(s, UTC))
-                      for s, t, h in rows]
+            parsed = [(self._parse_header(h, session_id), t, datetime.fromtimestamp(s, UTC)) for s, t, h in rows]
             return history_entries(parsed, lambda t, n: self._read_messages(session_id, t, 0, n))
 
     def list_sessions(
@@ -309,9 +313,15 @@ class SqliteStore(CheckpointStore):
         with self._lock:
             rows = self._db.execute(query, params).fetchall()
         return [
-            SessionSummary(session_id=r[0], agent=r[1], status=r[2], step_index=r[3],
-                           message_count=r[4], approval_id=r[5],
-                           updated_at=datetime.fromtimestamp(r[6], UTC))
+            SessionSummary(
+                session_id=r[0],
+                agent=r[1],
+                status=r[2],
+                step_index=r[3],
+                message_count=r[4],
+                approval_id=r[5],
+                updated_at=datetime.fromtimestamp(r[6], UTC),
+            )
             for r in rows
         ]
 
@@ -319,12 +329,18 @@ class SqliteStore(CheckpointStore):
         cutoff = older_than if isinstance(older_than, datetime) else _now() - older_than
         ts = cutoff.timestamp()
         with self._transaction():
-            gone = [r[0] for r in self._db.execute(
-                "DELETE FROM sessions WHERE updated_at < ? RETURNING session_id", (ts,)
-            ).fetchall()]
-            touched = {r[0] for r in self._db.execute(
-                "DELETE FROM checkpoint_history WHERE saved_at < ? RETURNING session_id", (ts,)
-            ).fetchall()}
+            gone = [
+                r[0]
+                for r in self._db.execute(
+                    "DELETE FROM sessions WHERE updated_at < ? RETURNING session_id", (ts,)
+                ).fetchall()
+            ]
+            touched = {
+                r[0]
+                for r in self._db.execute(
+                    "DELETE FROM checkpoint_history WHERE saved_at < ? RETURNING session_id", (ts,)
+                ).fetchall()
+            }
             for sid in set(gone) | touched:
                 self._db.execute("DELETE FROM tool_calls WHERE session_id = ? AND ?", (sid, sid in gone))
                 self._collect_garbage(sid)
@@ -340,4 +356,3 @@ def _create_private_file(path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     if not path.exists():
         os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
-

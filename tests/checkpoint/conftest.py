@@ -23,7 +23,7 @@ from urllib.parse import quote
 
 import pytest
 
-from checkpoint import CheckpointStore, FileStore, MemoryStore, SqliteStore
+from durable_agents.checkpoint import CheckpointStore, FileStore, MemoryStore, SqliteStore
 
 POSTGRES_URL_ENV = "DURABLE_AGENTS_TEST_POSTGRES_URL"
 BACKENDS = ["sqlite", "memory", "file", "postgres"]
@@ -32,8 +32,9 @@ StoreFactory = Callable[..., CheckpointStore]
 
 def postgres_bin_dir() -> Path | None:
     """The newest ``/usr/lib/postgresql/<v>/bin`` holding initdb and pg_ctl."""
-    found = [Path(p).parent for p in glob.glob("/usr/lib/postgresql/*/bin/initdb")
-             if (Path(p).parent / "pg_ctl").exists()]
+    found = [
+        Path(p).parent for p in glob.glob("/usr/lib/postgresql/*/bin/initdb") if (Path(p).parent / "pg_ctl").exists()
+    ]
     return max(found, key=lambda d: int(d.parent.name) if d.parent.name.isdigit() else 0, default=None)
 
 
@@ -46,7 +47,8 @@ class ThrowawayPostgres:
             raise RuntimeError(
                 "PostgreSQL server binaries not found (/usr/lib/postgresql/*/bin/initdb): run "
                 "`make test`, which installs them (scripts/ensure-postgres.sh), or set "
-                f"{POSTGRES_URL_ENV} to a database the tests may create schemas in")
+                f"{POSTGRES_URL_ENV} to a database the tests may create schemas in"
+            )
         self.bin = bin_dir
         self.base = Path(tempfile.mkdtemp(prefix="da-pg-"))  # short: socket paths max ~100 chars
         self.data = self.base / "data"
@@ -66,12 +68,36 @@ class ThrowawayPostgres:
             raise RuntimeError(f"{' '.join(args)} failed ({done.returncode}):\n{done.stdout}{done.stderr}{log}")
 
     def start(self) -> str:
-        self._run(str(self.bin / "initdb"), "-D", str(self.data), "-A", "trust", "-U", "postgres",
-                  "-E", "UTF8", "--locale=C", "--no-sync")
-        opts = (f"-c listen_addresses='' -c unix_socket_directories={self.base} -c fsync=off"
-                " -c synchronous_commit=off -c full_page_writes=off")
-        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-l", str(self.base / "log"),
-                  "-o", opts, "-w", "-t", "60", "start")
+        self._run(
+            str(self.bin / "initdb"),
+            "-D",
+            str(self.data),
+            "-A",
+            "trust",
+            "-U",
+            "postgres",
+            "-E",
+            "UTF8",
+            "--locale=C",
+            "--no-sync",
+        )
+        opts = (
+            f"-c listen_addresses='' -c unix_socket_directories={self.base} -c fsync=off"
+            " -c synchronous_commit=off -c full_page_writes=off"
+        )
+        self._run(
+            str(self.bin / "pg_ctl"),
+            "-D",
+            str(self.data),
+            "-l",
+            str(self.base / "log"),
+            "-o",
+            opts,
+            "-w",
+            "-t",
+            "60",
+            "start",
+        )
         return self.url
 
     def stop(self) -> None:
@@ -134,7 +160,7 @@ def backend(kind: str, tmp: Path, pg_url: str | None = None) -> Iterator[StoreFa
         url = stack.enter_context(fresh_schema(pg_url)) if kind == "postgres" else None
 
         def make(history_limit: int = 5) -> CheckpointStore:
-            from checkpoint import PostgresStore
+            from durable_agents.checkpoint import PostgresStore
 
             store: CheckpointStore = {
                 "sqlite": lambda: SqliteStore(tmp / "store.db", history_limit=history_limit),
@@ -160,10 +186,12 @@ def store_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[St
         yield make
 
 
-_COLUMNS = ("SELECT COALESCE(SUM(LENGTH(body)), 0) FROM messages",
-            "SELECT COALESCE(SUM(LENGTH(header)), 0) FROM sessions",
-            "SELECT COALESCE(SUM(LENGTH(header)), 0) FROM checkpoint_history",
-            "SELECT COALESCE(SUM(LENGTH(result)), 0) FROM tool_calls")
+_COLUMNS = (
+    "SELECT COALESCE(SUM(LENGTH(body)), 0) FROM messages",
+    "SELECT COALESCE(SUM(LENGTH(header)), 0) FROM sessions",
+    "SELECT COALESCE(SUM(LENGTH(header)), 0) FROM checkpoint_history",
+    "SELECT COALESCE(SUM(LENGTH(result)), 0) FROM tool_calls",
+)
 
 
 def storage_bytes(store: CheckpointStore, *, on_disk: bool = False) -> int:

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from checkpoint import (
+from durable_agents.checkpoint import (
     Checkpoint,
     CheckpointStatus,
     ConfigurationError,
@@ -17,14 +17,14 @@ from checkpoint import (
     SqliteStore,
     ToolCall,
 )
-from checkpoint.compare import (
+from durable_agents.checkpoint.compare import (
     TrajectoryComparison,
     compare_trajectories,
     format_comparison,
     trajectory_steps,
 )
-from checkpoint.fork import Patch, ToolResultPatch, fork
-from checkpoint.format import Role
+from durable_agents.checkpoint.fork import Patch, ToolResultPatch, fork
+from durable_agents.checkpoint.format import Role
 
 
 def _call(cid: str, name: str, **args) -> ToolCall:
@@ -41,11 +41,21 @@ def _res(call: ToolCall, content: str, error: bool = False) -> Message:
 
 def _run(prefix: str = "") -> list[Message]:
     """Three steps: weather(Paris) -> forecast, then book + pay, then a final answer."""
-    w, b, p = _call(prefix + "1", "weather", city="Paris"), _call(prefix + "2", "book"), _call(prefix + "3", "pay", eur=10)
-    return [Message.system("sys"), Message.user("plan"),
-            _turn("checking", w), _res(w, '{"forecast": "sun"}'),
-            _turn(None, b, p), _res(b, "booked"), _res(p, "nope", error=True),
-            _turn("done")]
+    w, b, p = (
+        _call(prefix + "1", "weather", city="Paris"),
+        _call(prefix + "2", "book"),
+        _call(prefix + "3", "pay", eur=10),
+    )
+    return [
+        Message.system("sys"),
+        Message.user("plan"),
+        _turn("checking", w),
+        _res(w, '{"forecast": "sun"}'),
+        _turn(None, b, p),
+        _res(b, "booked"),
+        _res(p, "nope", error=True),
+        _turn("done"),
+    ]
 
 
 def test_steps_one_per_assistant_turn_with_results_by_id():
@@ -95,7 +105,7 @@ def test_changed_tool_order():
 
 
 def test_extra_step_diverges_at_shorter_length_both_ways():
-    a, b = _run(), _run() + [Message.user("more"), _turn("again")]
+    a, b = _run(), [*_run(), Message.user("more"), _turn("again")]
     for x, y in ((a, b), (b, a)):
         cmp = compare_trajectories(x, y)
         assert cmp.diverged_at == 4
@@ -145,8 +155,15 @@ def test_fork_with_patched_result_then_compare(tmp_path):
     store = SqliteStore(tmp_path / "c.db")
     msgs = _run()
     store.save(Checkpoint(session_id="trip", messages=msgs[:4], step_index=1))
-    store.save(Checkpoint(session_id="trip", messages=msgs, step_index=3,
-                          status=CheckpointStatus.FINISHED, finish_reason=FinishReason.STOP))
+    store.save(
+        Checkpoint(
+            session_id="trip",
+            messages=msgs,
+            step_index=3,
+            status=CheckpointStatus.FINISHED,
+            finish_reason=FinishReason.STOP,
+        )
+    )
     forked = fork(store, "trip", 1, Patch(tool_result=ToolResultPatch(tool_call_id="1", result="rain")))
     cmp = compare_trajectories(store.load("trip"), forked.checkpoint)
     assert cmp.diverged_at == 1 and cmp.drift.step_count.b == 1
@@ -156,18 +173,25 @@ def test_fork_with_patched_result_then_compare(tmp_path):
 
 # -- properties ------------------------------------------------------------------------
 _names = st.sampled_from(["search", "read", "write", "pay"])
-_json = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
-                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
-                     max_leaves=5)
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    max_leaves=5,
+)
 
 
 @st.composite
 def transcripts(draw) -> list[Message]:
     messages = [Message.user(draw(st.text(max_size=10)))]
     for turn in range(draw(st.integers(0, 5))):
-        calls = [ToolCall(id=f"c{turn}_{i}", name=draw(_names),
-                          arguments=draw(st.dictionaries(st.text(max_size=3), _json, max_size=2)))
-                 for i in range(draw(st.integers(0, 3)))]
+        calls = [
+            ToolCall(
+                id=f"c{turn}_{i}",
+                name=draw(_names),
+                arguments=draw(st.dictionaries(st.text(max_size=3), _json, max_size=2)),
+            )
+            for i in range(draw(st.integers(0, 3)))
+        ]
         messages.append(_turn(draw(st.none() | st.text(max_size=12)), *calls))
         answered = draw(st.integers(0, len(calls)))
         for call in calls[:answered]:

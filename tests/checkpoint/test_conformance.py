@@ -15,13 +15,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from checkpoint import (
+from durable_agents.checkpoint import (
     Checkpoint,
     CheckpointStatus,
     ConfigurationError,
     FileStore,
-    FinishReason,
     Fingerprint,
+    FinishReason,
     Message,
     PostgresStore,
     RunConfig,
@@ -32,45 +32,61 @@ from checkpoint import (
     Usage,
     open_store,
 )
-from checkpoint.format import Role, ToolFingerprint
-from checkpoint.stores.file import safe_name
-from checkpoint.stores.postgres import redact
+from durable_agents.checkpoint.format import Role, ToolFingerprint
+from durable_agents.checkpoint.stores.file import safe_name
+from durable_agents.checkpoint.stores.postgres import redact
 from tests.checkpoint.conftest import storage_bytes
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 
 
 def _assistant(i: int, size: int = 10) -> Message:
-    return Message(role=Role.ASSISTANT, content=f"turn {i} " + "x" * size,
-                   tool_calls=[ToolCall(id=f"call_{i}", name="t", arguments={"i": i})])
+    return Message(
+        role=Role.ASSISTANT,
+        content=f"turn {i} " + "x" * size,
+        tool_calls=[ToolCall(id=f"call_{i}", name="t", arguments={"i": i})],
+    )
 
 
 def _grow(store, sid: str, steps: int, size: int = 10, at: datetime | None = None) -> None:
     """A first save then ``steps`` appends of one message (the worker's data plane)."""
-    store.save(Checkpoint(session_id=sid, messages=[Message.system("sys"), Message.user("go")],
-                          updated_at=at))
+    store.save(Checkpoint(session_id=sid, messages=[Message.system("sys"), Message.user("go")], updated_at=at))
     for i in range(steps):
         header = store.load_header(sid)
         when = at + timedelta(seconds=i + 1) if at else None
-        store.append(header.model_copy(update={"message_count": header.message_count + 1,
-                                               "step_index": i + 1, "updated_at": when}),
-                     header.message_count, [_assistant(i, size)])
+        store.append(
+            header.model_copy(
+                update={"message_count": header.message_count + 1, "step_index": i + 1, "updated_at": when}
+            ),
+            header.message_count,
+            [_assistant(i, size)],
+        )
 
 
 def _full_checkpoint(sid: str = "a", **update) -> Checkpoint:
     cp = Checkpoint(
-        session_id=sid, agent="planner", step_index=3,
-        messages=[Message.system("be brief"), Message.user("héllo ✓ \x00 nul"), _assistant(1),
-                  Message.tool_result(ToolCall(id="call_1", name="t"), '{"ok": true}', is_error=True)],
+        session_id=sid,
+        agent="planner",
+        step_index=3,
+        messages=[
+            Message.system("be brief"),
+            Message.user("héllo ✓ \x00 nul"),
+            _assistant(1),
+            Message.tool_result(ToolCall(id="call_1", name="t"), '{"ok": true}', is_error=True),
+        ],
         usage=Usage(input_tokens=3, output_tokens=4, requests=1),
         business_state={"k": [1, 2.5, None, "s"], "nested": {"a": True}},
-        status=CheckpointStatus.AWAITING_APPROVAL, approval_id="ap-1",
+        status=CheckpointStatus.AWAITING_APPROVAL,
+        approval_id="ap-1",
         remaining_tool_calls=[ToolCall(id="c2", name="t", arguments={"x": 1})],
-        fingerprint=Fingerprint(model="m", tools=[ToolFingerprint(name="t", schema_hash="h")],
-                                instructions_hash="ih", digest="d"),
+        fingerprint=Fingerprint(
+            model="m", tools=[ToolFingerprint(name="t", schema_hash="h")], instructions_hash="ih", digest="d"
+        ),
         finish_reason=FinishReason.AWAITING_APPROVAL,
         run_config=RunConfig(agent="planner", model="m", tools=[ToolSpec(name="t")]),
-        run_start_index=1, run_start_step=0, updated_at=T0,
+        run_start_index=1,
+        run_start_step=0,
+        updated_at=T0,
     )
     return cp.model_copy(update=update)
 
@@ -96,8 +112,14 @@ def test_round_trip_keeps_the_exact_camel_case_format(store_factory):
 def test_every_status_round_trips_and_filters(store_factory):
     store = store_factory()
     for i, status in enumerate(CheckpointStatus):
-        store.save(_full_checkpoint(f"s-{status.value}", status=status, updated_at=T0 + timedelta(minutes=i),
-                                    approval_id="ap" if status == CheckpointStatus.AWAITING_APPROVAL else None))
+        store.save(
+            _full_checkpoint(
+                f"s-{status.value}",
+                status=status,
+                updated_at=T0 + timedelta(minutes=i),
+                approval_id="ap" if status == CheckpointStatus.AWAITING_APPROVAL else None,
+            )
+        )
     for status in CheckpointStatus:
         assert store.load(f"s-{status.value}").status == status
         assert [s.session_id for s in store.list_sessions(status=status)] == [f"s-{status.value}"]
@@ -106,9 +128,15 @@ def test_every_status_round_trips_and_filters(store_factory):
 
 def test_a_record_from_an_older_format_version_loads_as_in_progress(store_factory):
     store = store_factory()
-    old_json = json.dumps({"sessionId": "old", "stepIndex": 2, "messages": [
-        {"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}],
-        "usage": {"inputTokens": 1, "outputTokens": 2, "requests": 1}, "businessState": {"x": 1}})
+    old_json = json.dumps(
+        {
+            "sessionId": "old",
+            "stepIndex": 2,
+            "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}],
+            "usage": {"inputTokens": 1, "outputTokens": 2, "requests": 1},
+            "businessState": {"x": 1},
+        }
+    )
     store.save(Checkpoint.model_validate_json(old_json))
     loaded = store.load("old")
     assert loaded.status == CheckpointStatus.IN_PROGRESS and loaded.fingerprint is None
@@ -133,8 +161,11 @@ def test_rewriting_the_same_positions_is_idempotent(store_factory):
     with pytest.raises(ValueError):
         store.append(header, header.message_count + 1, [])  # count mismatch
     with pytest.raises(ValueError):
-        store.append(header.model_copy(update={"message_count": header.message_count + 2}),
-                     header.message_count + 1, [_assistant(9)])  # a gap
+        store.append(
+            header.model_copy(update={"message_count": header.message_count + 2}),
+            header.message_count + 1,
+            [_assistant(9)],
+        )  # a gap
 
 
 def test_history_is_a_ring_of_the_newest_saves_newest_first(store_factory):
@@ -167,8 +198,12 @@ def test_history_survives_a_rewrite_of_an_earlier_message(store_factory):
     header = store.load_header("a")
     store.append(header.model_copy(update={"message_count": 5, "updated_at": None}), 4, [Message.user("more")])
     newest, rewritten, older = store.history("a", limit=3)
-    assert [m.content for m in newest.checkpoint.messages][1:] == ["changed", "turn 0 " + "x" * 10,
-                                                                   "turn 1 " + "x" * 10, "more"]
+    assert [m.content for m in newest.checkpoint.messages][1:] == [
+        "changed",
+        "turn 0 " + "x" * 10,
+        "turn 1 " + "x" * 10,
+        "more",
+    ]
     assert rewritten.checkpoint.messages[1].content == "changed"
     assert older.checkpoint.messages[1].content == "go" and len(older.checkpoint.messages) == 4
 
@@ -181,14 +216,21 @@ def test_a_shorter_save_then_new_messages_leave_older_entries_intact(store_facto
     header = store.load_header("a")
     store.append(header.model_copy(update={"message_count": 4, "updated_at": None}), 3, [Message.user("new")])
     assert [m.content for m in store.load("a").messages][3:] == ["new"]
-    five = [e for e in store.history("a") if len(e.checkpoint.messages) == 5][0]
+    five = next(e for e in store.history("a") if len(e.checkpoint.messages) == 5)
     assert five.checkpoint.messages[3].content.startswith("turn 1")
 
 
 # -- tools --------------------------------------------------------------------------
 def _with_calls(store, ids: list[str]) -> None:
-    store.save(Checkpoint(session_id="a", messages=[Message.user("go"), Message(
-        role=Role.ASSISTANT, tool_calls=[ToolCall(id=i, name="t") for i in ids])]))
+    store.save(
+        Checkpoint(
+            session_id="a",
+            messages=[
+                Message.user("go"),
+                Message(role=Role.ASSISTANT, tool_calls=[ToolCall(id=i, name="t") for i in ids]),
+            ],
+        )
+    )
 
 
 def test_tool_results_are_recorded_once_and_in_call_order(store_factory):
@@ -226,9 +268,8 @@ def test_concurrent_tool_results_from_two_workers_land_once_in_order(store_facto
 
     def record(store, call_id: str, n: int) -> None:
         try:
-            store.record_tool_result("a", Message.tool_result(ToolCall(id=call_id, name="t"), f"{call_id}/{n}"),
-                                     2, ids)
-        except BaseException as e:  # noqa: BLE001
+            store.record_tool_result("a", Message.tool_result(ToolCall(id=call_id, name="t"), f"{call_id}/{n}"), 2, ids)
+        except BaseException as e:
             errors.append(e)
 
     threads = [threading.Thread(target=record, args=job) for job in jobs]
@@ -261,10 +302,19 @@ def test_delete_and_keep_history(store_factory):
 
 def test_list_sessions_filters_by_status_and_agent_newest_first(store_factory):
     store = store_factory()
-    for i, (sid, agent, status) in enumerate([("a", "x", "in-progress"), ("b", "y", "finished"),
-                                              ("c", "x", "finished"), ("d", None, "in-progress")]):
-        store.save(Checkpoint(session_id=sid, agent=agent, status=status, step_index=i,
-                              messages=[Message.user(sid)] * (i + 1), updated_at=T0 + timedelta(hours=i)))
+    for i, (sid, agent, status) in enumerate(
+        [("a", "x", "in-progress"), ("b", "y", "finished"), ("c", "x", "finished"), ("d", None, "in-progress")]
+    ):
+        store.save(
+            Checkpoint(
+                session_id=sid,
+                agent=agent,
+                status=status,
+                step_index=i,
+                messages=[Message.user(sid)] * (i + 1),
+                updated_at=T0 + timedelta(hours=i),
+            )
+        )
     assert [s.session_id for s in store.list_sessions()] == ["d", "c", "b", "a"]
     assert [s.session_id for s in store.list_sessions(agent="x")] == ["c", "a"]
     assert [s.session_id for s in store.list_sessions(status=CheckpointStatus.FINISHED)] == ["c", "b"]
@@ -304,7 +354,7 @@ def test_concurrent_saves_of_different_sessions(store_factory):
     def run(n: int) -> None:
         try:
             _grow(handles[n % len(handles)], f"s{n}", 15, size=50)
-        except BaseException as e:  # noqa: BLE001
+        except BaseException as e:
             errors.append(e)
 
     threads = [threading.Thread(target=run, args=(n,)) for n in range(8)]
@@ -383,8 +433,12 @@ def test_file_store_damaged_checkpoint_is_named(tmp_path):
     _grow(store, "a", 1)
     bad = tmp_path / "sessions" / "a.json"
     bad.write_text('{"checkpoint": {"sessionId": ')
-    for call in (lambda: store.load("a"), lambda: store.load_header("a"), store.list_sessions,
-                 lambda: _grow(store, "a", 1)):
+    for call in (
+        lambda: store.load("a"),
+        lambda: store.load_header("a"),
+        store.list_sessions,
+        lambda: _grow(store, "a", 1),
+    ):
         with pytest.raises(StoreCorruptError, match=str(bad)):
             call()
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from checkpoint import (
+from durable_agents.checkpoint import (
     Checkpoint,
     CheckpointNotFoundError,
     CheckpointStatus,
@@ -17,8 +17,8 @@ from checkpoint import (
     ToolCall,
     Usage,
 )
-from checkpoint.fork import ForkResult, Patch, ToolResultPatch, fork
-from checkpoint.format import Role
+from durable_agents.checkpoint.fork import ForkResult, Patch, ToolResultPatch, fork
+from durable_agents.checkpoint.format import Role
 
 
 @pytest.fixture
@@ -29,8 +29,11 @@ def store(tmp_path):
 
 
 def _turn(i: int, *calls: str) -> Message:
-    return Message(role=Role.ASSISTANT, content=f"turn {i}",
-                   tool_calls=[ToolCall(id=c, name=f"tool_{c}", arguments={"i": i}) for c in calls])
+    return Message(
+        role=Role.ASSISTANT,
+        content=f"turn {i}",
+        tool_calls=[ToolCall(id=c, name=f"tool_{c}", arguments={"i": i}) for c in calls],
+    )
 
 
 def _result(call_id: str, content: str) -> Message:
@@ -38,9 +41,15 @@ def _result(call_id: str, content: str) -> Message:
 
 
 def _save(store, sid: str, messages: list[Message], step: int, **extra) -> None:
-    store.save(Checkpoint(session_id=sid, messages=list(messages), step_index=step,
-                          usage=Usage(input_tokens=10 * step, output_tokens=step, requests=step),
-                          **extra))
+    store.save(
+        Checkpoint(
+            session_id=sid,
+            messages=list(messages),
+            step_index=step,
+            usage=Usage(input_tokens=10 * step, output_tokens=step, requests=step),
+            **extra,
+        )
+    )
 
 
 def _build(store, sid: str = "trip") -> None:
@@ -54,8 +63,15 @@ def _build(store, sid: str = "trip") -> None:
     msgs.append(_result("b", "ok"))
     _save(store, sid, msgs, 1)  # newest entry of step 1: both recorded
     msgs.append(_turn(2, "c"))
-    _save(store, sid, msgs, 2, status=CheckpointStatus.AWAITING_APPROVAL, approval_id="ap-1",
-          remaining_tool_calls=[ToolCall(id="c", name="tool_c")])
+    _save(
+        store,
+        sid,
+        msgs,
+        2,
+        status=CheckpointStatus.AWAITING_APPROVAL,
+        approval_id="ap-1",
+        remaining_tool_calls=[ToolCall(id="c", name="tool_c")],
+    )
     msgs += [_result("c", "done"), Message(role=Role.ASSISTANT, content="all set")]
     _save(store, sid, msgs, 3, status=CheckpointStatus.FINISHED, finish_reason=FinishReason.STOP)
 
@@ -163,8 +179,11 @@ def test_tool_result_replaced_in_place(store):
 
 
 def test_tool_result_clears_error_flag(store):
-    msgs = [Message.user("go"), _turn(1, "x"),
-            Message(role=Role.TOOL, content="boom", tool_call_id="x", tool_name="tool_x", is_error=True)]
+    msgs = [
+        Message.user("go"),
+        _turn(1, "x"),
+        Message(role=Role.TOOL, content="boom", tool_call_id="x", tool_name="tool_x", is_error=True),
+    ]
     _save(store, "err", msgs, 1)
     cp = fork(store, "err", 1, Patch(tool_result=ToolResultPatch(tool_call_id="x", result=3))).checkpoint
     assert cp.messages[2].is_error is None and cp.messages[2].content == "3"
@@ -190,7 +209,7 @@ def test_append_input(store):
     assert cp.messages[-1] == Message.user("and a hotel")
     assert cp.run_start_index == len(cp.messages) - 1 and cp.run_start_step == 3
     cp = fork(store, "trip", 3, Patch(append_input=["one", "two"])).checkpoint
-    assert [m.content for m in cp.messages[cp.run_start_index:]] == ["one", "two"]
+    assert [m.content for m in cp.messages[cp.run_start_index :]] == ["one", "two"]
 
 
 def test_append_input_behind_pending_calls_is_queued_after_their_results(store):
@@ -206,11 +225,19 @@ def test_append_input_behind_pending_calls_is_queued_after_their_results(store):
 def test_patch_order_messages_then_state_then_tool_result_then_input(store):
     _build(store)
     rewritten = [Message.user("go"), _turn(1, "p")]  # p is pending only after the rewrite
-    patch = Patch(messages=rewritten, business_state={"v": 2},
-                  tool_result=ToolResultPatch(tool_call_id="p", result="R"), append_input="next")
+    patch = Patch(
+        messages=rewritten,
+        business_state={"v": 2},
+        tool_result=ToolResultPatch(tool_call_id="p", result="R"),
+        append_input="next",
+    )
     cp = fork(store, "trip", 3, patch).checkpoint
     assert [(m.role, m.content) for m in cp.messages] == [
-        (Role.USER, "go"), (Role.ASSISTANT, "turn 1"), (Role.TOOL, "R"), (Role.USER, "next")]
+        (Role.USER, "go"),
+        (Role.ASSISTANT, "turn 1"),
+        (Role.TOOL, "R"),
+        (Role.USER, "next"),
+    ]
     assert cp.business_state == {"v": 2} and cp.run_start_index == 3
 
 

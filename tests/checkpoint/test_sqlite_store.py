@@ -8,7 +8,7 @@ import stat
 
 import pytest
 
-from checkpoint import (
+from durable_agents.checkpoint import (
     Checkpoint,
     CheckpointStatus,
     ConfigurationError,
@@ -20,7 +20,7 @@ from checkpoint import (
     Usage,
     open_store,
 )
-from checkpoint.format import Role
+from durable_agents.checkpoint.format import Role
 
 
 @pytest.fixture(params=["sqlite", "memory"])
@@ -31,8 +31,9 @@ def any_store(request, tmp_path):
 
 
 def _assistant(i: int) -> Message:
-    return Message(role=Role.ASSISTANT, content=f"turn {i}",
-                   tool_calls=[ToolCall(id=f"call_{i}", name="t", arguments={"i": i})])
+    return Message(
+        role=Role.ASSISTANT, content=f"turn {i}", tool_calls=[ToolCall(id=f"call_{i}", name="t", arguments={"i": i})]
+    )
 
 
 def _grow(store, sid: str, steps: int, size: int = 10) -> None:
@@ -41,16 +42,26 @@ def _grow(store, sid: str, steps: int, size: int = 10) -> None:
         header = store.load_header(sid)
         turn = _assistant(i)
         turn.content = f"turn {i} " + "x" * size
-        store.append(header.model_copy(update={"message_count": header.message_count + 1,
-                                               "step_index": i + 1, "updated_at": None}),
-                     header.message_count, [turn])
+        store.append(
+            header.model_copy(
+                update={"message_count": header.message_count + 1, "step_index": i + 1, "updated_at": None}
+            ),
+            header.message_count,
+            [turn],
+        )
 
 
 def test_round_trip_uses_camel_case_json(any_store):
-    cp = Checkpoint(session_id="a", messages=[Message.user("hi"), _assistant(1)], step_index=1,
-                    usage=Usage(input_tokens=3, output_tokens=4, requests=1),
-                    status=CheckpointStatus.AWAITING_APPROVAL, approval_id="ap-1",
-                    remaining_tool_calls=[ToolCall(id="c2", name="t")], business_state={"k": [1]})
+    cp = Checkpoint(
+        session_id="a",
+        messages=[Message.user("hi"), _assistant(1)],
+        step_index=1,
+        usage=Usage(input_tokens=3, output_tokens=4, requests=1),
+        status=CheckpointStatus.AWAITING_APPROVAL,
+        approval_id="ap-1",
+        remaining_tool_calls=[ToolCall(id="c2", name="t")],
+        business_state={"k": [1]},
+    )
     any_store.save(cp)
     loaded = any_store.load("a")
     data = json.loads(loaded.to_json())
@@ -104,8 +115,15 @@ def test_history_storage_grows_linearly(tmp_path):
 
 
 def test_tool_results_are_recorded_once_and_in_call_order(any_store):
-    any_store.save(Checkpoint(session_id="a", messages=[Message.user("go"), Message(
-        role=Role.ASSISTANT, tool_calls=[ToolCall(id="c1", name="t"), ToolCall(id="c2", name="t")])]))
+    any_store.save(
+        Checkpoint(
+            session_id="a",
+            messages=[
+                Message.user("go"),
+                Message(role=Role.ASSISTANT, tool_calls=[ToolCall(id="c1", name="t"), ToolCall(id="c2", name="t")]),
+            ],
+        )
+    )
     batch = ["c1", "c2"]
     r2 = Message.tool_result(ToolCall(id="c2", name="t"), "two")
     assert any_store.record_tool_result("a", r2, 2, batch) == 2  # waits for c1

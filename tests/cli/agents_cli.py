@@ -20,9 +20,12 @@ async def nap(args: NapArgs, ctx: ToolContext) -> dict:
     return {"napped": args.seconds}
 
 
-register_script("cli-nap-then-answer", [
-    ScriptedTurn(text="Napping first.", tool_calls=[ScriptedToolCall(name="nap", arguments={"seconds": 1.5})]),
-    ScriptedTurn(text="Rested."),
-])
+register_script(
+    "cli-nap-then-answer",
+    [
+        ScriptedTurn(text="Napping first.", tool_calls=[ScriptedToolCall(name="nap", arguments={"seconds": 1.5})]),
+        ScriptedTurn(text="Rested."),
+    ],
+)
 
 napper_agent = Agent(name="napper", model="scripted:cli-nap-then-answer", tools=[nap])

@@ -24,8 +24,14 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-m", "durable_agents.cli"]
-AGENTS = ["tests.agents:weather_agent", "tests.agents:payments_agent", "tests.agents:slow_agent",
-          "tests.agents:bad_agent", "tests.agents:looping_agent", "tests.cli.agents_cli:napper_agent"]
+AGENTS = [
+    "tests.agents:weather_agent",
+    "tests.agents:payments_agent",
+    "tests.agents:slow_agent",
+    "tests.agents:bad_agent",
+    "tests.agents:looping_agent",
+    "tests.cli.agents_cli:napper_agent",
+]
 
 
 def session_id(prefix: str = "c") -> str:
@@ -67,12 +73,17 @@ class Cli:
     def flags(self) -> list[str]:
         return ["--address", self.address, "--task-queue", self.task_queue, "--store", self.store_url]
 
-    def __call__(self, *args: str, timeout: float = 120, env: dict[str, str] | None = None,
-                 ) -> subprocess.CompletedProcess:
+    def __call__(
+        self,
+        *args: str,
+        timeout: float = 120,
+        env: dict[str, str] | None = None,
+    ) -> subprocess.CompletedProcess:
         merged = {k: v for k, v in os.environ.items() if k != "DURABLE_AGENTS_UI_URL"}  # deterministic links
         merged.update({**self.env, **(env or {})})
-        return subprocess.run([*CLI, *self.flags, *args], cwd=ROOT, capture_output=True, text=True,
-                              timeout=timeout, env=merged)
+        return subprocess.run(
+            [*CLI, *self.flags, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=merged
+        )
 
     def inproc(self, *args: str) -> Ran:
         """``main()`` in this process: the same code path, without an interpreter start (~1 s).
@@ -104,8 +115,14 @@ class Cli:
 
     def run_argv(self, argv: list[str], timeout: float = 120) -> subprocess.CompletedProcess:
         """A command line as printed by the CLI (global flags included)."""
-        return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
-                              env={k: v for k, v in os.environ.items() if k != "DURABLE_AGENTS_UI_URL"})
+        return subprocess.run(
+            argv,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env={k: v for k, v in os.environ.items() if k != "DURABLE_AGENTS_UI_URL"},
+        )
 
     def ok(self, *args: str, **kw: Any) -> str:
         out = self(*args, **kw)
@@ -116,15 +133,17 @@ class Cli:
         return json.loads(self.ok(*args, "--json", **kw))
 
     def popen(self, *args: str) -> subprocess.Popen:
-        return subprocess.Popen([*CLI, *self.flags, *args], cwd=ROOT, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
+        return subprocess.Popen(
+            [*CLI, *self.flags, *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
 
     def start_worker(self, agents: list[str], log: Path) -> subprocess.Popen:
         """A `durable-agents worker` process; returns once it polls."""
         handle = log.open("w")
         args = [a for spec in agents for a in ("--agent", spec)]
-        proc = subprocess.Popen([*CLI, *self.flags, "worker", *args], cwd=ROOT, stdout=handle,
-                                stderr=subprocess.STDOUT, text=True)
+        proc = subprocess.Popen(
+            [*CLI, *self.flags, "worker", *args], cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT, text=True
+        )
         deadline = time.monotonic() + 60
         while "worker for" not in log.read_text():
             if proc.poll() is not None or time.monotonic() > deadline:
@@ -147,8 +166,11 @@ def stop(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> None:
 def cli(env, tmp_path_factory) -> Cli:
     """The CLI against one shared worker (all test agents) and one SQLite store."""
     folder = tmp_path_factory.mktemp("cli")
-    runner = Cli(address=env.client.service_client.config.target_host,
-                 task_queue=f"cli-{uuid.uuid4().hex[:8]}", store_path=folder / "store.db")
+    runner = Cli(
+        address=env.client.service_client.config.target_host,
+        task_queue=f"cli-{uuid.uuid4().hex[:8]}",
+        store_path=folder / "store.db",
+    )
     worker = runner.start_worker(AGENTS, folder / "worker.log")
     yield runner
     stop(worker)

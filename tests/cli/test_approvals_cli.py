@@ -6,17 +6,16 @@ import json
 import signal
 import uuid
 
-from checkpoint import SqliteStore
-from checkpoint.format import Checkpoint, Role
-from durable_agents.cli_approvals import ApprovalView
-from durable_agents.outcomes import RunResult
+from durable_agents._outcomes import RunResult
+from durable_agents.checkpoint import SqliteStore
+from durable_agents.checkpoint.format import Checkpoint, Role
+from durable_agents.cli.approvals import ApprovalView
 from tests.cli.conftest import Cli, one_line_error, session_id, stop
 
 
 def _paused(cli: Cli) -> tuple[str, str]:
     sid = session_id("pay")
-    result = RunResult.model_validate_json(cli.ok("run", "payments", "Charge the customer", "--session", sid,
-                                                  "--json"))
+    result = RunResult.model_validate_json(cli.ok("run", "payments", "Charge the customer", "--session", sid, "--json"))
     assert result.finish_reason == "awaiting-approval" and result.approval_id
     return sid, result.approval_id
 
@@ -31,8 +30,12 @@ def test_approvals_lists_what_waits_then_approve_and_reject_mid_batch(cli):
     sid, first = _paused(cli)
     waiting = [ApprovalView.model_validate(v) for v in cli.read_json("approvals")]
     mine = next(v for v in waiting if v.session_id == sid)
-    assert (mine.agent, mine.tool_name, mine.arguments, mine.approval_id) == ("payments", "charge_card",
-                                                                            {"amount": 10}, first)
+    assert (mine.agent, mine.tool_name, mine.arguments, mine.approval_id) == (
+        "payments",
+        "charge_card",
+        {"amount": 10},
+        first,
+    )
     assert [c.arguments for c in mine.remaining_tool_calls] == [{"amount": 20}]
     table = cli.read("approvals")
     assert "SESSION" in table and "ARGUMENTS" in table and "SINCE" in table
@@ -45,8 +48,7 @@ def test_approvals_lists_what_waits_then_approve_and_reject_mid_batch(cli):
     out = cli("reject", sid, "--approval-id", approved.approval_id, "--note", "too much")
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
-    assert lines[0] == (f"rejected charge_card [call_1_2] (approval {approved.approval_id}) "
-                        "with note 'too much'")
+    assert lines[0] == (f"rejected charge_card [call_1_2] (approval {approved.approval_id}) with note 'too much'")
     assert lines[2].strip().startswith("assistant  Looking up, then charging twice.")  # the turn's tail
     assert '✗ error    charge_card [call_1_2] {"error": "rejected' in out.stdout
     assert "All calls have results." in out.stdout and f"session {sid}: stop" in out.stdout
@@ -58,7 +60,7 @@ def test_approvals_lists_what_waits_then_approve_and_reject_mid_batch(cli):
 def test_approve_with_other_arguments(cli):
     sid, _ = _paused(cli)
     out = cli.ok("approve", sid, "--arguments", '{"amount": 11}')
-    assert "and arguments {\"amount\": 11}" in out.splitlines()[0]
+    assert 'and arguments {"amount": 11}' in out.splitlines()[0]
     assert '"charged": 11' in out
 
 

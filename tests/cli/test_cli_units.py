@@ -5,23 +5,28 @@ from __future__ import annotations
 import argparse
 import asyncio
 import io
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from temporalio.api.sdk.v1 import WorkflowMetadata
 
-from activities.contracts import PendingApproval, RunState
-from checkpoint.format import Checkpoint, Message, ToolCall
+from durable_agents.activities.contracts import PendingApproval, RunState
+from durable_agents.checkpoint.format import Checkpoint, Message, ToolCall
 from durable_agents.cli import main
-from durable_agents.cli_common import command_prefix, duration, progress_wanted, ui_link
-from durable_agents.cli_fork import tool_results
-from durable_agents.progress import Progress
-from durable_agents.render import approvals_table, pending_lines, render_checkpoint, render_transcript
+from durable_agents.cli._common import command_prefix, duration, progress_wanted, ui_link
+from durable_agents.cli._progress import Progress
+from durable_agents.cli._render import approvals_table, pending_lines, render_checkpoint, render_transcript
+from durable_agents.cli.fork import tool_results
 
 
 def _args(**kw) -> argparse.Namespace:
-    base = {"address": None, "namespace": None, "store": "sqlite:///.durable-agents/store.db",
-            "task_queue": "durable-agents", "ui_url": None}
+    base = {
+        "address": None,
+        "namespace": None,
+        "store": "sqlite:///.durable-agents/store.db",
+        "task_queue": "durable-agents",
+        "ui_url": None,
+    }
     return argparse.Namespace(**{**base, **kw})
 
 
@@ -32,10 +37,17 @@ def _no_ambient_temporal_config(monkeypatch, tmp_path):
     monkeypatch.setenv("TEMPORAL_CONFIG_FILE", str(tmp_path / "none.toml"))
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("90s", timedelta(seconds=90)), ("15m", timedelta(minutes=15)), ("12h", timedelta(hours=12)),
-    ("30d", timedelta(days=30)), ("1.5h", timedelta(minutes=90)), (" 2d ", timedelta(days=2)),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("90s", timedelta(seconds=90)),
+        ("15m", timedelta(minutes=15)),
+        ("12h", timedelta(hours=12)),
+        ("30d", timedelta(days=30)),
+        ("1.5h", timedelta(minutes=90)),
+        (" 2d ", timedelta(days=2)),
+    ],
+)
 def test_durations(text, expected):
     assert duration(text) == expected
 
@@ -50,15 +62,17 @@ def test_ui_link_default_local_flag_and_unknown():
     assert ui_link(_args(), "s-1") == "http://localhost:8233/namespaces/default/workflows/s-1"
     assert ui_link(_args(address="127.0.0.1:7233"), "s-1").startswith("http://localhost:8233/")
     assert ui_link(_args(address="temporal.internal:7233"), "s-1") is None  # UI address unknown
-    link = ui_link(_args(address="temporal.internal:7233", namespace="prod team", ui_url="https://ui.example/"),
-                   "a/b c")
+    link = ui_link(
+        _args(address="temporal.internal:7233", namespace="prod team", ui_url="https://ui.example/"), "a/b c"
+    )
     assert link == "https://ui.example/namespaces/prod%20team/workflows/a%2Fb%20c"
 
 
 def test_command_prefix_repeats_only_the_flags_given():
     assert command_prefix(_args()) == "durable-agents"
     assert command_prefix(_args(address="h:1", store="sqlite:////tmp/my store.db", task_queue="tq")) == (
-        "durable-agents --address h:1 --store 'sqlite:////tmp/my store.db' --task-queue tq")
+        "durable-agents --address h:1 --store 'sqlite:////tmp/my store.db' --task-queue tq"
+    )
 
 
 def test_progress_is_wanted_on_a_terminal_or_when_asked(monkeypatch):
@@ -84,8 +98,7 @@ class _Handle:
             if isinstance(value, Exception):
                 raise value
             return WorkflowMetadata(current_details=value)
-        return RunState(message_count=3, step_index=2,
-                        pending_tool_calls=[ToolCall(id="c", name="nap", arguments={})])
+        return RunState(message_count=3, step_index=2, pending_tool_calls=[ToolCall(id="c", name="nap", arguments={})])
 
 
 class _Client:
@@ -97,13 +110,25 @@ class _Client:
 
 
 async def test_progress_prints_only_changes():
-    details = ["", "step 0 · model turn 1", "step 0 · model turn 1", "step 1 · tool nap",
-               "step 1 · tool nap", RuntimeError("no worker"), "step 2 · stop"]
+    details = [
+        "",
+        "step 0 · model turn 1",
+        "step 0 · model turn 1",
+        "step 1 · tool nap",
+        "step 1 · tool nap",
+        RuntimeError("no worker"),
+        "step 2 · stop",
+    ]
     stream = io.StringIO()
     async with Progress(_Client(_Handle(details)), "s-1", stream=stream, interval=0.01) as progress:
         await asyncio.sleep(0.3)
-    assert progress.shown == ["step 2 · tools nap", "step 0 · model turn 1", "step 1 · tool nap",
-                              "step 2 · tools nap", "step 2 · stop"]
+    assert progress.shown == [
+        "step 2 · tools nap",
+        "step 0 · model turn 1",
+        "step 1 · tool nap",
+        "step 2 · tools nap",
+        "step 2 · stop",
+    ]
     lines = stream.getvalue().splitlines()
     assert len(lines) == 5 and all(line.startswith("  [") and "s] s-1: " in line for line in lines)
 
@@ -119,33 +144,48 @@ def test_rendering_transcripts_and_approvals():
     call = ToolCall(id="c1", name="charge_card", arguments={"amount": 10})
     later = ToolCall(id="c2", name="charge_card", arguments={"amount": 20})
     messages = [Message.user("hi"), Message(role="assistant", content="Charging.", tool_calls=[call, later])]
-    pending = PendingApproval(approval_id="ap-1", session_id="s-1", agent="payments", tool_name="charge_card",
-                              tool_call_id="c1", arguments={"amount": 10},
-                              requested_at=datetime.now(timezone.utc) - timedelta(minutes=3),
-                              remaining_tool_calls=[later])
+    pending = PendingApproval(
+        approval_id="ap-1",
+        session_id="s-1",
+        agent="payments",
+        tool_name="charge_card",
+        tool_call_id="c1",
+        arguments={"amount": 10},
+        requested_at=datetime.now(UTC) - timedelta(minutes=3),
+        remaining_tool_calls=[later],
+    )
     text = render_transcript(messages, steps=True, marks={"c1": "⏸ awaiting approval ap-1"})
-    assert text.splitlines() == ["  user       hi", "── step 1", "  assistant  Charging.",
-                                 '  ⚙ tool     charge_card({"amount":10}) [c1]  ⏸ awaiting approval ap-1',
-                                 '  ⚙ tool     charge_card({"amount":20}) [c2]']
+    assert text.splitlines() == [
+        "  user       hi",
+        "── step 1",
+        "  assistant  Charging.",
+        '  ⚙ tool     charge_card({"amount":10}) [c1]  ⏸ awaiting approval ap-1',
+        '  ⚙ tool     charge_card({"amount":20}) [c2]',
+    ]
     assert render_transcript(messages, start=1, steps=True).splitlines()[0] == "── step 1"
     shown = render_checkpoint(Checkpoint(session_id="s-1", agent="payments", messages=messages), pending)
-    assert '[c1]  ⏸ awaiting approval ap-1' in shown and "[c2]  … waits for the approval" in shown
+    assert "[c1]  ⏸ awaiting approval ap-1" in shown and "[c2]  … waits for the approval" in shown
     assert "[c2]  … no result yet" in render_checkpoint(Checkpoint(session_id="s-1", messages=messages))
     lines = pending_lines(pending, decide="durable-agents")
     assert lines[0].startswith("awaiting approval ap-1 since ") and lines[0].endswith("(3m ago):")
-    assert lines[-2:] == ["approve: durable-agents approve s-1 --approval-id ap-1",
-                          "reject:  durable-agents reject s-1 --approval-id ap-1 --note 'why'"]
+    assert lines[-2:] == [
+        "approve: durable-agents approve s-1 --approval-id ap-1",
+        "reject:  durable-agents reject s-1 --approval-id ap-1 --note 'why'",
+    ]
     table = approvals_table([pending]).splitlines()
     assert table[0].split() == ["SESSION", "AGENT", "TOOL", "ARGUMENTS", "APPROVAL", "ID", "SINCE"]
     assert table[1].split()[:5] == ["s-1", "payments", "charge_card", '{"amount":10}', "ap-1"]
 
 
-@pytest.mark.parametrize("argv, needle", [
-    (["frobnicate"], "invalid choice: 'frobnicate'"),
-    (["approve"], "the following arguments are required: session"),
-    (["prune", "--older-than", "soon"], "invalid duration 'soon'"),
-    (["fork", "s", "--from-step", "-1"], "steps count from 0"),
-])
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["frobnicate"], "invalid choice: 'frobnicate'"),
+        (["approve"], "the following arguments are required: session"),
+        (["prune", "--older-than", "soon"], "invalid duration 'soon'"),
+        (["fork", "s", "--from-step", "-1"], "steps count from 0"),
+    ],
+)
 def test_usage_errors_are_one_line_and_exit_2(argv, needle, capsys):
     with pytest.raises(SystemExit) as exit_:
         main(argv)

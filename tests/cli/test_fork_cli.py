@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from checkpoint.compare import TrajectoryComparison
-from checkpoint.format import Checkpoint, Message, Role
-from durable_agents.cli_fork import ForkMade
+from durable_agents.checkpoint.compare import TrajectoryComparison
+from durable_agents.checkpoint.format import Checkpoint, Message, Role
+from durable_agents.cli.fork import ForkMade
 from tests.cli.conftest import one_line_error, session_id
 
 SUNNY_PARIS = '{"city": "Paris", "sky": "sun", "high_c": 25}'
@@ -24,8 +24,9 @@ def booked(cli) -> str:
 
 
 async def test_fork_with_a_tool_result_resumed_goes_through_temporal_and_diverges(cli, booked, env):
-    made = ForkMade.model_validate_json(cli.ok(
-        "fork", booked, "--from-step", "1", "--tool-result", f"call_2_0={SUNNY_PARIS}", "--resume", "--json"))
+    made = ForkMade.model_validate_json(
+        cli.ok("fork", booked, "--from-step", "1", "--tool-result", f"call_2_0={SUNNY_PARIS}", "--resume", "--json")
+    )
     assert made.source_session_id == booked and made.step == 1 and made.session_id == f"{booked}.fork-1"
     assert made.result is not None and made.result.finish_reason == "stop"
     fork = Checkpoint.model_validate_json(cli.read("show", made.session_id, "--json"))
@@ -57,9 +58,20 @@ def test_fork_patches_input_state_messages_and_several_results(cli, booked, tmp_
     rewritten = [m for m in source.messages[:2]] + [Message.user("Actually, somewhere warm.")]
     messages_file = tmp_path / "messages.json"
     messages_file.write_text(json.dumps([m.to_dict() for m in rewritten]))
-    out = cli.ok("fork", booked, "--from-step", "0", "--messages-file", str(messages_file),
-                 "--business-state", '{"budget": 50}', "--append-input", "And cheap.",
-                 "--new-session-id", f"{booked}-warm")
+    out = cli.ok(
+        "fork",
+        booked,
+        "--from-step",
+        "0",
+        "--messages-file",
+        str(messages_file),
+        "--business-state",
+        '{"budget": 50}',
+        "--append-input",
+        "And cheap.",
+        "--new-session-id",
+        f"{booked}-warm",
+    )
     assert out.startswith(f"forked {booked} at step 0 into {booked}-warm (4 messages, status in-progress)")
     assert f"resume {booked}-warm" in out
     warm = Checkpoint.model_validate_json(cli.read("show", f"{booked}-warm", "--json"))
@@ -71,8 +83,17 @@ def test_fork_patches_input_state_messages_and_several_results(cli, booked, tmp_
     checkpoint_file.write_text(cli.read("show", booked, "--json"))
     cli.ok("fork", booked, "--from-step", "3", "--messages-file", str(checkpoint_file))
 
-    both = cli.ok("fork", booked, "--from-step", "1", "--tool-result", f"call_2_0={SUNNY_PARIS}",
-                  "--tool-result", 'call_2_1="closed today"', "--json")
+    both = cli.ok(
+        "fork",
+        booked,
+        "--from-step",
+        "1",
+        "--tool-result",
+        f"call_2_0={SUNNY_PARIS}",
+        "--tool-result",
+        'call_2_1="closed today"',
+        "--json",
+    )
     made = ForkMade.model_validate_json(both)
     fork = Checkpoint.model_validate_json(cli.read("show", made.session_id, "--json"))
     results = {m.tool_call_id: m.content for m in fork.messages if m.role == Role.TOOL}
@@ -89,25 +110,34 @@ def test_a_fork_of_a_paused_run_asks_for_approval_again(cli):
     assert f"approve {sid}.fork-1 --approval-id" in out.stdout
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["--from-step", "7"], "has no checkpoint for step 7: its history keeps steps 0, 1, 2, 3"),
-    (["--from-step", "1", "--tool-result", "call_2_0={sky: sun"], "--tool-result call_2_0: malformed JSON"),
-    (["--from-step", "1", "--tool-result", "call_2_0"], "write it as CALL_ID=JSON"),
-    (["--from-step", "1", "--tool-result", "call_zz=1"], "no tool call 'call_zz'"),
-    (["--from-step", "1", "--business-state", "{oops"], "--business-state: malformed JSON"),
-    (["--from-step", "1", "--messages-file", "/no/such/file.json"], "cannot read it"),
-    (["--from-step", "one"], "invalid step 'one'"),
-    ([], "the following arguments are required: --from-step"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--from-step", "7"], "has no checkpoint for step 7: its history keeps steps 0, 1, 2, 3"),
+        (["--from-step", "1", "--tool-result", "call_2_0={sky: sun"], "--tool-result call_2_0: malformed JSON"),
+        (["--from-step", "1", "--tool-result", "call_2_0"], "write it as CALL_ID=JSON"),
+        (["--from-step", "1", "--tool-result", "call_zz=1"], "no tool call 'call_zz'"),
+        (["--from-step", "1", "--business-state", "{oops"], "--business-state: malformed JSON"),
+        (["--from-step", "1", "--messages-file", "/no/such/file.json"], "cannot read it"),
+        (["--from-step", "one"], "invalid step 'one'"),
+        ([], "the following arguments are required: --from-step"),
+    ],
+)
 def test_fork_bad_arguments_exit_2(cli, booked, args, needle):
     one_line_error(cli.inproc("fork", booked, *args), 2, needle)
 
 
 def test_fork_of_an_unknown_session_or_into_a_taken_id_exit_2(cli, booked, tmp_path):
     one_line_error(cli("fork", "no-such-session", "--from-step", "1"), 2, "no checkpoint for step 1")
-    one_line_error(cli.inproc("fork", booked, "--from-step", "1", "--new-session-id", booked), 2,
-                   f"cannot fork into session '{booked}'")
+    one_line_error(
+        cli.inproc("fork", booked, "--from-step", "1", "--new-session-id", booked),
+        2,
+        f"cannot fork into session '{booked}'",
+    )
     not_messages = tmp_path / "bad.json"
     not_messages.write_text('[{"role": "wizard"}]')
-    one_line_error(cli.inproc("fork", booked, "--from-step", "1", "--messages-file", str(not_messages)), 2,
-                   "not a list of messages")
+    one_line_error(
+        cli.inproc("fork", booked, "--from-step", "1", "--messages-file", str(not_messages)),
+        2,
+        "not a list of messages",
+    )

@@ -4,23 +4,31 @@ documented format (parsed back into the checkpoint models)."""
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from checkpoint import SqliteStore
-from checkpoint.compare import TrajectoryComparison
-from checkpoint.format import Checkpoint, CheckpointStatus, HistoryEntry, Message, SessionSummary
+from durable_agents.checkpoint import SqliteStore
+from durable_agents.checkpoint.compare import TrajectoryComparison
+from durable_agents.checkpoint.format import Checkpoint, CheckpointStatus, HistoryEntry, Message, SessionSummary
 from tests.cli.conftest import Cli, one_line_error, session_id
 
 
 @pytest.fixture(scope="module")
 def runs(cli):
     """Sessions made once for this module: two bookings, one paused payment, one with tool errors."""
-    ids = {"booked": session_id("book"), "again": session_id("book"), "paused": session_id("pay"),
-           "bad": session_id("bad")}
-    jobs = [("booker", "Book a table for 2", ids["booked"]), ("booker", "Book a table for 2", ids["again"]),
-            ("payments", "Charge the customer", ids["paused"]), ("bad", "Try the tools", ids["bad"])]
+    ids = {
+        "booked": session_id("book"),
+        "again": session_id("book"),
+        "paused": session_id("pay"),
+        "bad": session_id("bad"),
+    }
+    jobs = [
+        ("booker", "Book a table for 2", ids["booked"]),
+        ("booker", "Book a table for 2", ids["again"]),
+        ("payments", "Charge the customer", ids["paused"]),
+        ("bad", "Try the tools", ids["bad"]),
+    ]
     with ThreadPoolExecutor(len(jobs)) as pool:
         list(pool.map(lambda job: cli.ok("run", job[0], job[1], "--session", job[2]), jobs))
     return ids
@@ -28,8 +36,7 @@ def runs(cli):
 
 def test_sessions_table_filters_and_json(cli, runs):
     table = cli.ok("sessions")
-    assert table.splitlines()[0].split() == ["SESSION", "AGENT", "STATUS", "STEP", "UPDATED", "PENDING",
-                                             "APPROVAL"]
+    assert table.splitlines()[0].split() == ["SESSION", "AGENT", "STATUS", "STEP", "UPDATED", "PENDING", "APPROVAL"]
     row = next(line for line in table.splitlines() if line.startswith(runs["paused"]))
     assert "payments" in row and "awaiting-approval" in row and " ago)" in row
     summaries = [SessionSummary.model_validate(s) for s in cli.read_json("sessions", "--status", "awaiting-approval")]
@@ -44,8 +51,8 @@ def test_sessions_table_filters_and_json(cli, runs):
 def test_show_renders_turns_results_errors_and_the_pending_approval(cli, runs):
     out = cli.ok("show", runs["paused"], "--ui-url", "http://ui.test")
     assert "status    awaiting-approval" in out and "── step 1" in out
-    assert "⚙ tool     charge_card({\"amount\":10}) [call_1_1]  ⏸ awaiting approval" in out
-    assert "charge_card({\"amount\":20}) [call_1_2]  … waits for the approval" in out
+    assert '⚙ tool     charge_card({"amount":10}) [call_1_1]  ⏸ awaiting approval' in out
+    assert 'charge_card({"amount":20}) [call_1_2]  … waits for the approval' in out
     assert f"approve {runs['paused']} --approval-id" in out
     assert out.rstrip().endswith(f"Temporal UI: http://ui.test/namespaces/default/workflows/{runs['paused']}")
     bad = cli.read("show", runs["bad"])
@@ -97,10 +104,9 @@ def test_delete_refuses_a_live_run_and_keeps_history_when_asked(cli, runs):
 
 def test_prune_older_than(tmp_path):
     store = SqliteStore(tmp_path / "old.db")
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     for sid, age in (("old", timedelta(days=40)), ("new", timedelta(hours=1))):
-        store.save(Checkpoint(session_id=sid, agent="booker", messages=[Message.user("hi")],
-                              updated_at=now - age))
+        store.save(Checkpoint(session_id=sid, agent="booker", messages=[Message.user("hi")], updated_at=now - age))
     store.close()
     cli = Cli(address="127.0.0.1:1", task_queue="unused", store_path=tmp_path / "old.db")  # no Temporal needed
     out = cli.ok("prune", "--older-than", "30d")
@@ -110,14 +116,17 @@ def test_prune_older_than(tmp_path):
     one_line_error(cli.inproc("prune"), 2, "--older-than")
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["show", "nope"], "no session 'nope'"),
-    (["history", "nope"], "no session 'nope'"),
-    (["diff", "nope", "nope-2"], "no session 'nope'"),
-    (["delete", "nope"], "no session 'nope'"),
-    (["history", "x", "--limit", "0"], "invalid count '0'"),
-    (["sessions", "--status", "done"], "invalid choice: 'done'"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["show", "nope"], "no session 'nope'"),
+        (["history", "nope"], "no session 'nope'"),
+        (["diff", "nope", "nope-2"], "no session 'nope'"),
+        (["delete", "nope"], "no session 'nope'"),
+        (["history", "x", "--limit", "0"], "invalid count '0'"),
+        (["sessions", "--status", "done"], "invalid choice: 'done'"),
+    ],
+)
 def test_read_commands_bad_arguments_exit_2(args, needle, tmp_path):
     cli = Cli(address="127.0.0.1:1", task_queue="unused", store_path=tmp_path / "empty.db")
     one_line_error(cli.inproc(*args), 2, needle)

@@ -8,8 +8,8 @@ import shlex
 import subprocess
 import time
 
-from checkpoint import SqliteStore
-from durable_agents.outcomes import RunResult
+from durable_agents._outcomes import RunResult
+from durable_agents.checkpoint import SqliteStore
 from tests.cli.conftest import CLI, ROOT, one_line_error, session_id
 
 UI = "http://ui.test:8233"
@@ -47,8 +47,13 @@ def test_progress_is_on_by_itself_when_stderr_is_a_terminal(cli):
     sid = session_id()
     leader, follower = pty.openpty()
     try:
-        proc = subprocess.Popen([*CLI, *cli.flags, "run", "napper", "nap", "--session", sid], cwd=ROOT,
-                                stdout=subprocess.PIPE, stderr=follower, text=True)
+        proc = subprocess.Popen(
+            [*CLI, *cli.flags, "run", "napper", "nap", "--session", sid],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=follower,
+            text=True,
+        )
         stdout, _ = proc.communicate(timeout=120)
         os.close(follower)
         follower = -1
@@ -91,8 +96,8 @@ def test_a_paused_run_prints_the_approval_and_a_command_that_decides_it(cli):
     out = cli("run", "payments", "Charge the customer", "--session", sid)
     assert out.returncode == 0, out.stderr
     assert f"session {sid}: awaiting-approval" in out.stdout
-    assert "⏸ charge_card({\"amount\":10})" in out.stdout
-    assert "then: charge_card({\"amount\":20})" in out.stdout
+    assert '⏸ charge_card({"amount":10})' in out.stdout
+    assert 'then: charge_card({"amount":20})' in out.stdout
     approve = next(line for line in out.stdout.splitlines() if line.startswith("approve: "))
     argv = shlex.split(approve.removeprefix("approve: "))
     assert argv[0] == "durable-agents" and "--approval-id" in argv

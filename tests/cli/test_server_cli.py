@@ -19,9 +19,13 @@ def _listening(port: int) -> bool:
 
 def test_sigterm_stops_the_embedded_server(tmp_path):
     port = free_port()
-    proc = subprocess.Popen([*CLI, "server", "--headless", "--port", str(port), "--db-file",
-                             str(tmp_path / "t.db")], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [*CLI, "server", "--headless", "--port", str(port), "--db-file", str(tmp_path / "t.db")],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         assert proc.stdout.readline().startswith(f"Temporal dev server at 127.0.0.1:{port}")
         assert _listening(port)

@@ -24,9 +24,18 @@ from tests.cli.conftest import ROOT, Cli, stop
 
 ARTIFACTS = ROOT / "tests" / "artifacts"
 CHROMIUM_ENV = "DURABLE_AGENTS_CHROMIUM"
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                  "--virtual-time-budget=15000", "--window-size=1400,1000"]
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--virtual-time-budget=15000",
+    "--window-size=1400,1000",
+]
 
 
 def chromium() -> str:
@@ -37,12 +46,17 @@ def chromium() -> str:
         script = ROOT / "scripts" / "ensure-chromium.sh"
         done = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=900)
         if done.returncode != 0:
-            pytest.fail(f"headless Chromium is needed and could not be installed by {script}: "
-                        f"{(done.stderr or done.stdout).strip()}", pytrace=False)
+            pytest.fail(
+                f"headless Chromium is needed and could not be installed by {script}: "
+                f"{(done.stderr or done.stdout).strip()}",
+                pytrace=False,
+            )
     found = shutil.which("chromium")
     if not found:
-        pytest.fail("headless Chromium is needed: `chromium` is still not on PATH after "
-                    "scripts/ensure-chromium.sh", pytrace=False)
+        pytest.fail(
+            "headless Chromium is needed: `chromium` is still not on PATH after scripts/ensure-chromium.sh",
+            pytrace=False,
+        )
     return found
 
 
@@ -51,8 +65,12 @@ def browse(url: str, profile: Path, screenshot: Path) -> str:
 
     ``profile`` must be a fresh directory (a profile in use makes Chromium wait for its owner).
     """
-    done = subprocess.run([chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--dump-dom",
-                           f"--screenshot={screenshot}", url], capture_output=True, text=True, timeout=90)
+    done = subprocess.run(
+        [chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--dump-dom", f"--screenshot={screenshot}", url],
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert screenshot.is_file() and screenshot.stat().st_size > 10_000, done.stderr[-2000:]
     return done.stdout
@@ -77,8 +95,10 @@ def test_the_ui_page_of_a_finished_run_shows_its_summary(tmp_path):
             _check_the_run_in_the_ui(cli, server.ui_url, sid)
         finally:
             stop(worker)
-    print(f"screenshots: {ARTIFACTS / f'ui-{sid}.png'} (summary), {ARTIFACTS / f'ui-{sid}-timeline.png'}"
-          f" (chromium {browser})")
+    print(
+        f"screenshots: {ARTIFACTS / f'ui-{sid}.png'} (summary), {ARTIFACTS / f'ui-{sid}-timeline.png'}"
+        f" (chromium {browser})"
+    )
 
 
 def _check_the_run_in_the_ui(cli: Cli, ui_url: str, sid: str) -> None:
@@ -94,8 +114,9 @@ def _check_the_run_in_the_ui(cli: Cli, ui_url: str, sid: str) -> None:
     assert "model turn 1" in text and "tool book_table call_5_0" in text  # activity summaries
     run_id = re.search(rf"/workflows/{sid}/([0-9a-f-]{{36}})/", page).group(1)
 
-    metadata = browse(f"{link}/{run_id}/user-metadata", cli.store_path.parent / "profile-2",
-                      ARTIFACTS / f"ui-{sid}.png")
+    metadata = browse(
+        f"{link}/{run_id}/user-metadata", cli.store_path.parent / "profile-2", ARTIFACTS / f"ui-{sid}.png"
+    )
     # the summary and the current details are rendered in frames whose URL carries the text
     assert summary in unquote(metadata), visible_text(metadata)[:2000]
     assert "step 3 · stop" in unquote(metadata) and sid in visible_text(metadata)

@@ -20,10 +20,15 @@ def make_worker(env, tmp_path):
 
     def make(name: str, window: CrashWindow | None = None, address: str | None = None):
         folder = tmp_path / name
-        worker = WorkerProcess([AGENTS], address=address or env.client.service_client.config.target_host,
-                               store_url=f"sqlite:///{folder / 'store.db'}",
-                               task_queue=f"crash-{name}-{uuid.uuid4().hex[:8]}", log_dir=folder / "logs",
-                               crash_window=window, cwd=ROOT)
+        worker = WorkerProcess(
+            [AGENTS],
+            address=address or env.client.service_client.config.target_host,
+            store_url=f"sqlite:///{folder / 'store.db'}",
+            task_queue=f"crash-{name}-{uuid.uuid4().hex[:8]}",
+            log_dir=folder / "logs",
+            crash_window=window,
+            cwd=ROOT,
+        )
         started.append(worker)
         return worker, folder / "store.db", folder / "logs"
 

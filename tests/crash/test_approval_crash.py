@@ -8,8 +8,8 @@ import signal
 
 import pytest
 
-from checkpoint import CheckpointStatus, FinishReason, Role, SqliteStore
 from durable_agents import AgentClient, ApprovalNotPendingError
+from durable_agents.checkpoint import CheckpointStatus, FinishReason, Role, SqliteStore
 from durable_agents.testing import CrashWindow, check_guarantees
 from tests.conftest import session_id
 

@@ -8,16 +8,21 @@ import json
 import signal
 import time
 
-
-from checkpoint import FinishReason, Role, SqliteStore
 from durable_agents import AgentClient
+from durable_agents.checkpoint import FinishReason, Role, SqliteStore
 from durable_agents.testing import CrashWindow, check_guarantees, infer_window
 from tests.conftest import session_id
 
 LOST = {CrashWindow.DURING_TOOL, CrashWindow.AFTER_TOOL_BEFORE_RECORD, CrashWindow.DURING_CHECKPOINT_WRITE}
 """Windows where the first call's result is lost: re-run if safe, else a durability error."""
-WINDOWS = [CrashWindow.AFTER_MODEL_TURN_STORED, CrashWindow.DURING_TOOL, CrashWindow.AFTER_TOOL_BEFORE_RECORD,
-           CrashWindow.BETWEEN_RESULTS, CrashWindow.AFTER_LAST_RESULT, CrashWindow.DURING_CHECKPOINT_WRITE]
+WINDOWS = [
+    CrashWindow.AFTER_MODEL_TURN_STORED,
+    CrashWindow.DURING_TOOL,
+    CrashWindow.AFTER_TOOL_BEFORE_RECORD,
+    CrashWindow.BETWEEN_RESULTS,
+    CrashWindow.AFTER_LAST_RESULT,
+    CrashWindow.DURING_CHECKPOINT_WRITE,
+]
 AGENTS = ("crash-safe", "crash-once", "crash-safe-local", "crash-once-local")
 """Both durability classes, on regular activities and on the local-activity fast path."""
 CASES = [(CrashWindow.AFTER_INPUT_STORED, "crash-once")] + [(w, agent) for w in WINDOWS for agent in AGENTS]
@@ -68,8 +73,10 @@ async def _crash_case(env, make_worker, window: CrashWindow, agent: str) -> str:
     else:  # nothing was lost: nothing runs again
         assert summary.executions[first] == [1] and not summary.durability_errors
     store.close()
-    return (f"{window.value:26} {agent:16} recovered in {RECOVERY[window.value, agent]:4.1f}s, "
-            f"executions={summary.executions}")
+    return (
+        f"{window.value:26} {agent:16} recovered in {RECOVERY[window.value, agent]:4.1f}s, "
+        f"executions={summary.executions}"
+    )
 
 
 async def test_every_crash_window_for_both_durability_classes(env, make_worker):
@@ -80,8 +87,11 @@ async def test_every_crash_window_for_both_durability_classes(env, make_worker):
             return await _crash_case(env, make_worker, window, agent)
 
     outcomes = await asyncio.gather(*(one(w, a) for w, a in CASES), return_exceptions=True)
-    failed = [f"{w.value} x {a}: {type(o).__name__}: {o}" for (w, a), o in zip(CASES, outcomes)
-              if isinstance(o, BaseException)]
+    failed = [
+        f"{w.value} x {a}: {type(o).__name__}: {o}"
+        for (w, a), o in zip(CASES, outcomes)
+        if isinstance(o, BaseException)
+    ]
     print("\n" + "\n".join(str(o) for o in outcomes if not isinstance(o, BaseException)))
     assert not failed, "\n".join(failed)
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from checkpoint import Checkpoint, CheckpointHeader, Message, Role, SqliteStore, ToolCall
+from durable_agents.checkpoint import Checkpoint, CheckpointHeader, Message, Role, SqliteStore, ToolCall
 from durable_agents.testing import FailingStore, GuaranteeViolation, StoreUnavailableError, check_guarantees
 from tests import crash_agents
 
@@ -22,13 +22,26 @@ def _turn(*calls: ToolCall) -> Message:
     return Message(role=Role.ASSISTANT, content="calling", tool_calls=list(calls))
 
 
-GOOD = [Message.system("sys"), Message.user("go"), _turn(A, B), _result(A), _result(B),
-        Message(role=Role.ASSISTANT, content="done")]
+GOOD = [
+    Message.system("sys"),
+    Message.user("go"),
+    _turn(A, B),
+    _result(A),
+    _result(B),
+    Message(role=Role.ASSISTANT, content="done"),
+]
 
 
 def _effect(call: ToolCall, attempt: int = 1, **extra) -> dict:
-    return {"tool": call.name, "session": "s", "tool_call_id": call.id, "attempt": attempt, "event": "start",
-            "safe": call.name == "safe_work", **extra}
+    return {
+        "tool": call.name,
+        "session": "s",
+        "tool_call_id": call.id,
+        "attempt": attempt,
+        "event": "start",
+        "safe": call.name == "safe_work",
+        **extra,
+    }
 
 
 def _violations(messages, effects=(), provider=None, **kwargs) -> str:
@@ -38,22 +51,28 @@ def _violations(messages, effects=(), provider=None, **kwargs) -> str:
 
 
 def test_a_valid_run_passes_and_is_summarised():
-    summary = check_guarantees(GOOD, [_effect(A), _effect(B)], [{"session": "s", "position": 2},
-                                                                {"session": "s", "position": 5}],
-                               session_id="s")
+    summary = check_guarantees(
+        GOOD,
+        [_effect(A), _effect(B)],
+        [{"session": "s", "position": 2}, {"session": "s", "position": 5}],
+        session_id="s",
+    )
     assert (summary.tool_calls, summary.model_turns, summary.provider_calls) == (2, 2, 2)
     assert summary.executions == {"a": [1], "b": [1]} and summary.re_runs == {}
 
 
-@pytest.mark.parametrize("messages, needle", [
-    (GOOD[:3] + [_result(A), _result(A), _result(B)] + GOOD[5:], "more than one result"),
-    (GOOD[:3] + [_result(B), _result(A)] + GOOD[5:], "expected a"),
-    (GOOD[:3] + [_result(A), Message.user("more"), _result(B)] + GOOD[5:], "comes before the results of b"),
-    (GOOD[:2] + [_result(A)] + GOOD[5:], "has no preceding tool call"),
-    (GOOD[:4], "calls without a result: b"),
-    (GOOD[:3] + [_result(A), _result(B), _turn(A)], "used twice"),
-    ([Message.system("s"), _turn(A), _result(A)], "not user input"),
-])
+@pytest.mark.parametrize(
+    "messages, needle",
+    [
+        ([*GOOD[:3], _result(A), _result(A), _result(B), *GOOD[5:]], "more than one result"),
+        ([*GOOD[:3], _result(B), _result(A), *GOOD[5:]], "expected a"),
+        ([*GOOD[:3], _result(A), Message.user("more"), _result(B), *GOOD[5:]], "comes before the results of b"),
+        ([*GOOD[:2], _result(A), *GOOD[5:]], "has no preceding tool call"),
+        (GOOD[:4], "calls without a result: b"),
+        ([*GOOD[:3], _result(A), _result(B), _turn(A)], "used twice"),
+        ([Message.system("s"), _turn(A), _result(A)], "not user input"),
+    ],
+)
 def test_transcript_violations(messages, needle):
     assert needle in _violations(messages)
 
@@ -67,22 +86,24 @@ def test_an_at_most_once_tool_running_twice_is_a_violation():
 
 
 def test_a_safe_tool_may_run_again_but_not_after_its_result_was_recorded():
-    summary = check_guarantees(GOOD[:4] + [_result(B, 2)] + GOOD[5:], [_effect(A), _effect(B), _effect(B, 2)],
-                               session_id="s")
+    summary = check_guarantees(
+        [*GOOD[:4], _result(B, 2), *GOOD[5:]], [_effect(A), _effect(B), _effect(B, 2)], session_id="s"
+    )
     assert summary.re_runs == {"b": [1, 2]}
     assert "after its result had been recorded" in _violations(
-        GOOD, [_effect(A), _effect(B), _effect(B, 2, recorded_before=True)])
+        GOOD, [_effect(A), _effect(B), _effect(B, 2, recorded_before=True)]
+    )
 
 
 def test_a_result_from_an_attempt_that_never_ran_is_a_violation():
-    assert "attempt 3, which never ran" in _violations(GOOD[:4] + [_result(B, 3)] + GOOD[5:], [_effect(A), _effect(B)])
+    assert "attempt 3, which never ran" in _violations([*GOOD[:4], _result(B, 3), *GOOD[5:]], [_effect(A), _effect(B)])
 
 
 def test_a_safe_tool_with_a_durability_error_is_a_violation():
-    durability = Message.tool_result(B, json.dumps({"kind": "tool-durability-error", "toolCallId": "b"}),
-                                      is_error=True)
-    checkpoint = Checkpoint(session_id="s", messages=GOOD[:4] + [durability] + GOOD[5:],
-                            run_config=crash_agents.safe_agent.run_config())
+    durability = Message.tool_result(B, json.dumps({"kind": "tool-durability-error", "toolCallId": "b"}), is_error=True)
+    checkpoint = Checkpoint(
+        session_id="s", messages=[*GOOD[:4], durability, *GOOD[5:]], run_config=crash_agents.safe_agent.run_config()
+    )
     with pytest.raises(GuaranteeViolation, match="instead of being re-run"):
         check_guarantees(checkpoint, [_effect(A), _effect(B)])
 
@@ -96,8 +117,9 @@ def test_model_turn_generated_again():
 
 
 def test_records_of_other_sessions_are_ignored():
-    check_guarantees(GOOD, [_effect(A), _effect(A, 2, session="t")], [{"session": "t", "position": 2}] * 2,
-                     session_id="s")
+    check_guarantees(
+        GOOD, [_effect(A), _effect(A, 2, session="t")], [{"session": "t", "position": 2}] * 2, session_id="s"
+    )
 
 
 def test_failing_store_fails_the_nth_write_before_or_after_it_lands(tmp_path):

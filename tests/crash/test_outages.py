@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from checkpoint import FinishReason, Role, SqliteStore
 from durable_agents import AgentClient, build_worker, connect
+from durable_agents.checkpoint import FinishReason, Role, SqliteStore
 from durable_agents.devserver import DevServer, free_port
 from durable_agents.testing import FailingStore, check_guarantees, configured, read_records, recording_providers
 from tests import crash_agents
@@ -25,13 +25,14 @@ async def _until(predicate, timeout: float = 30.0, what: str = "condition") -> N
 
 
 def _started(logs, sid: str, tool: str) -> bool:
-    return any(r["session"] == sid and r["tool"] == tool and r["event"] == "start"
-               for r in read_records(logs, "side_effects.jsonl"))
+    return any(
+        r["session"] == sid and r["tool"] == tool and r["event"] == "start"
+        for r in read_records(logs, "side_effects.jsonl")
+    )
 
 
 async def test_temporal_server_restarted_mid_tool(tmp_path, make_worker):
-    server = DevServer(port=free_port(), ui=False, db_file=tmp_path / "temporal.db",
-                       log_file=tmp_path / "temporal.log")
+    server = DevServer(port=free_port(), ui=False, db_file=tmp_path / "temporal.db", log_file=tmp_path / "temporal.log")
     await server.start_async()
     try:
         worker, store_path, logs = make_worker("server-restart", address=server.address)
@@ -63,12 +64,14 @@ def in_process(env, tmp_path, task_queue):
 
     async def run(agent: str, sid: str, **failing):
         store = FailingStore(SqliteStore(tmp_path / "store.db"), **failing)
-        worker = build_worker(env.client, agents=crash_agents.ALL, store=store, task_queue=task_queue,
-                              providers=recording_providers())
+        worker = build_worker(
+            env.client, agents=crash_agents.ALL, store=store, task_queue=task_queue, providers=recording_providers()
+        )
         with configured(log_dir=logs, store=store.inner):
             async with worker:
-                result = await asyncio.wait_for(AgentClient(env.client, store, task_queue).send(
-                    agent, "Do the two things.", session_id=sid), 120)
+                result = await asyncio.wait_for(
+                    AgentClient(env.client, store, task_queue).send(agent, "Do the two things.", session_id=sid), 120
+                )
         return result, store, check_guarantees(store.inner.load(sid), logs, logs)
 
     return run
@@ -106,7 +109,7 @@ async def test_lost_write_acknowledgements_neither_rerun_nor_regenerate(in_proce
 async def test_store_outage_while_recording_keeps_an_at_most_once_result(in_process):
     sid = session_id()
     result, store, summary = await in_process("crash-once", sid, outage_from=4, outage_seconds=1.5)
-    assert ("record_tool_result" in {m for _, m in store.failures})
+    assert "record_tool_result" in {m for _, m in store.failures}
     assert [m.role for m in result.messages] == REFERENCE
     assert not summary.durability_errors  # the tool ran and returned: its result is not lost
 

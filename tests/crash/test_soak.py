@@ -19,8 +19,8 @@ from collections import Counter
 
 import pytest
 
-from checkpoint import FinishReason, SqliteStore
 from durable_agents import AgentClient
+from durable_agents.checkpoint import FinishReason, SqliteStore
 from durable_agents.testing import GuaranteeViolation, check_guarantees, infer_window
 from tests.crash_agents import SOAK_STEPS
 
@@ -58,14 +58,17 @@ async def test_soak_random_kills_keep_every_guarantee(env, make_worker):
         sids = [f"soak-{SEED}-{g}-{i}" for i in range(size)]
         begun = time.time()
         agent = "crash-soak-local" if LOCAL and g % 2 else "crash-soak"
-        handles = [await client.start(agent, f"seed {SEED}/{g}/{i}", session_id=sid)
-                   for i, sid in enumerate(sids)]
+        handles = [await client.start(agent, f"seed {SEED}/{g}/{i}", session_id=sid) for i, sid in enumerate(sids)]
         for k in range(kills):
             # the first kill comes at a random moment before any run of the group can finish;
             # later ones leave the fresh worker time to pick the runs up again (heartbeat timeout 2 s)
             if k == 0:
-                await _sleep_unless(rnd.uniform(0.3, 3.0), lambda: any(
-                    (h := store.load_header(sid)) is not None and h.step_index >= SOAK_STEPS - 1 for sid in sids))
+                await _sleep_unless(
+                    rnd.uniform(0.3, 3.0),
+                    lambda: any(
+                        (h := store.load_header(sid)) is not None and h.step_index >= SOAK_STEPS - 1 for sid in sids
+                    ),
+                )
             else:
                 await asyncio.sleep(rnd.uniform(2.0, 6.0))
             pid = worker.kill()
@@ -85,9 +88,13 @@ async def test_soak_random_kills_keep_every_guarantee(env, make_worker):
             except GuaranteeViolation as e:
                 violations.append(str(e))
                 continue
-            totals.update(calls=summary.tool_calls, model_calls=summary.provider_calls,
-                          durability_errors=len(summary.durability_errors), safe_reruns=len(summary.re_runs),
-                          regenerated_uncommitted=summary.regenerated_uncommitted)
+            totals.update(
+                calls=summary.tool_calls,
+                model_calls=summary.provider_calls,
+                durability_errors=len(summary.durability_errors),
+                safe_reruns=len(summary.re_runs),
+                regenerated_uncommitted=summary.regenerated_uncommitted,
+            )
         worker.stop()
         store.close()
 
@@ -95,10 +102,14 @@ async def test_soak_random_kills_keep_every_guarantee(env, make_worker):
     elapsed = time.monotonic() - started
     runs_by_kills = Counter(kills_per_run[f"soak-{SEED}-{g}-{i}"] for g, n in enumerate(sizes) for i in range(n))
     mode = " (half on local activities)" if LOCAL else ""
-    print(f"\nsoak seed={SEED}: {RUNS} runs in {GROUPS} workers{mode}, {sum(windows.values())} run-kills "
-          f"({sum(k for k, _ in plans)} worker kills) in {elapsed:.0f}s; {len(violations)} violations")
-    print(f"run time (incl. waits after kills): median {sorted(durations)[len(durations) // 2]:.0f}s, "
-          f"max {max(durations):.0f}s; " + ", ".join(f"{k} {v}" for k, v in totals.items()))
+    print(
+        f"\nsoak seed={SEED}: {RUNS} runs in {GROUPS} workers{mode}, {sum(windows.values())} run-kills "
+        f"({sum(k for k, _ in plans)} worker kills) in {elapsed:.0f}s; {len(violations)} violations"
+    )
+    print(
+        f"run time (incl. waits after kills): median {sorted(durations)[len(durations) // 2]:.0f}s, "
+        f"max {max(durations):.0f}s; " + ", ".join(f"{k} {v}" for k, v in totals.items())
+    )
     print("kills per run: " + ", ".join(f"{k} kill(s): {n} runs" for k, n in sorted(runs_by_kills.items())))
     for where, n in windows.most_common():
         print(f"  {where:26} {n}")

@@ -132,8 +132,13 @@ class _Script:
 
 
 _ANTHROPIC_ERROR_TYPES = {
-    400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
-    404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error", 529: "overloaded_error",
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    529: "overloaded_error",
 }
 
 
@@ -184,9 +189,7 @@ class OpenAIScript(_Script):
             name, args, call_id = self._unpack(call, "call_fake_")
             # A str is sent verbatim so tests can hand the SDK invalid JSON.
             arguments = args if isinstance(args, str) else json.dumps(args)
-            wire_calls.append(
-                {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
-            )
+            wire_calls.append({"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}})
         message = {"role": "assistant", "content": text, "refusal": None, "tool_calls": wire_calls}
         return self._completion(message, "tool_calls")
 
@@ -228,9 +231,7 @@ class FakeLLMServer:
             return self
         handler = type("_BoundHandler", (_Handler,), {"fake": self})
         self._httpd = _QuietServer(("127.0.0.1", 0), handler)
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self._thread.start()
         return self
 

@@ -16,10 +16,10 @@ import openai
 import pytest
 from temporalio.exceptions import ApplicationError
 
-from activities.providers.anthropic_messages import AnthropicProvider
-from activities.providers.base import ModelRequest
-from activities.providers.openai_chat import INVALID_JSON_KEY, OpenAIProvider
-from checkpoint.format import Message, Role, ToolCall, ToolSpec
+from durable_agents.activities.providers.anthropic_messages import AnthropicProvider
+from durable_agents.activities.providers.base import ModelRequest
+from durable_agents.activities.providers.openai_chat import INVALID_JSON_KEY, OpenAIProvider
+from durable_agents.checkpoint.format import Message, Role, ToolCall, ToolSpec
 from tests.fakes.llm_server import OUTPUT_TOKENS, FakeLLMServer
 
 ANTHROPIC_PATH = "/v1/messages"
@@ -102,16 +102,22 @@ async def test_anthropic_request_shape(srv, anthropic_provider):
     ]
     assert body["messages"] == [
         {"role": "user", "content": "Weather and time in Paris?"},
-        {"role": "assistant", "content": [
-            {"type": "text", "text": "Checking."},
-            {"type": "tool_use", "id": "call_a", "name": "get_weather", "input": {"city": "Paris"}},
-            {"type": "tool_use", "id": "call_b", "name": "get_time", "input": {}},
-        ]},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "Checking."},
+                {"type": "tool_use", "id": "call_a", "name": "get_weather", "input": {"city": "Paris"}},
+                {"type": "tool_use", "id": "call_b", "name": "get_time", "input": {}},
+            ],
+        },
         # Both results in ONE user turn, right after the assistant turn that asked.
-        {"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": "call_a", "content": '{"sky": "sunny"}'},
-            {"type": "tool_result", "tool_use_id": "call_b", "content": "clock broken", "is_error": True},
-        ]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "call_a", "content": '{"sky": "sunny"}'},
+                {"type": "tool_result", "tool_use_id": "call_b", "content": "clock broken", "is_error": True},
+            ],
+        },
         {"role": "assistant", "content": [{"type": "text", "text": "Sunny; no clock."}]},
         {"role": "user", "content": "Thanks!"},
     ]
@@ -122,9 +128,9 @@ async def test_anthropic_tool_calls_round_trip(srv, anthropic_provider):
     first = await anthropic_provider.generate(request([Message.user("Oslo?")], [WEATHER, CLOCK]))
     msg = first.message
     assert msg.role == Role.ASSISTANT and msg.content == "On it." and first.stop_reason == "tool_use"
-    assert [(c.id, c.name, c.arguments) for c in msg.tool_calls][0] == ("toolu_01", "get_weather", {"city": "Oslo"})
+    assert next((c.id, c.name, c.arguments) for c in msg.tool_calls) == ("toolu_01", "get_weather", {"city": "Oslo"})
     assert msg.tool_calls[1].id.startswith("toolu_fake_") and msg.tool_calls[1].arguments == {}
-    assert first.usage.input_tokens == len("user" "Oslo?") // 4
+    assert first.usage.input_tokens == len("userOslo?") // 4
     assert (first.usage.output_tokens, first.usage.requests) == (OUTPUT_TOKENS, 1)
 
     results = [Message.tool_result(c, "ok") for c in msg.tool_calls]
@@ -143,19 +149,39 @@ async def test_openai_request_shape(srv, openai_provider):
     (body,) = srv.bodies(OPENAI_PATH)
     assert body["model"] == "test-model" and body["max_completion_tokens"] == 321
     assert body["tools"] == [
-        {"type": "function", "function": {
-            "name": "get_weather", "description": "Weather for a city.", "parameters": WEATHER.input_schema}},
-        {"type": "function", "function": {
-            "name": "get_time", "description": "The time.", "parameters": {"type": "object", "properties": {}}}},
+        {
+            "type": "function",
+            "function": {
+                "name": "get_weather",
+                "description": "Weather for a city.",
+                "parameters": WEATHER.input_schema,
+            },
+        },
+        {
+            "type": "function",
+            "function": {
+                "name": "get_time",
+                "description": "The time.",
+                "parameters": {"type": "object", "properties": {}},
+            },
+        },
     ]
     assert body["messages"] == [
         {"role": "system", "content": "You are terse."},
         {"role": "system", "content": "Use tools."},
         {"role": "user", "content": "Weather and time in Paris?"},
-        {"role": "assistant", "content": "Checking.", "tool_calls": [
-            {"id": "call_a", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}},
-            {"id": "call_b", "type": "function", "function": {"name": "get_time", "arguments": "{}"}},
-        ]},
+        {
+            "role": "assistant",
+            "content": "Checking.",
+            "tool_calls": [
+                {
+                    "id": "call_a",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+                },
+                {"id": "call_b", "type": "function", "function": {"name": "get_time", "arguments": "{}"}},
+            ],
+        },
         {"role": "tool", "tool_call_id": "call_a", "content": '{"sky": "sunny"}'},
         {"role": "tool", "tool_call_id": "call_b", "content": "clock broken"},
         {"role": "assistant", "content": "Sunny; no clock."},
@@ -168,7 +194,7 @@ async def test_openai_tool_calls_and_usage(srv, openai_provider):
     reply = await openai_provider.generate(request([Message.user("Oslo?")], [WEATHER]))
     assert reply.message.content is None and reply.stop_reason == "tool_calls"
     assert reply.message.tool_calls == [ToolCall(id="call_01", name="get_weather", arguments={"city": "Oslo"})]
-    assert reply.usage.input_tokens == len("user" "Oslo?") // 4
+    assert reply.usage.input_tokens == len("userOslo?") // 4
     assert (reply.usage.output_tokens, reply.usage.requests) == (OUTPUT_TOKENS, 1)
 
 
@@ -227,11 +253,14 @@ async def test_unreadable_reply_body_is_malformed(srv, api):
     assert "malformed reply" in err.message
 
 
-@pytest.mark.parametrize("body", [
-    {"id": "msg_1", "type": "message", "role": "assistant"},  # no content
-    {"type": "message", "content": [{"type": "tool_use", "id": "t1", "name": "get_weather", "input": "Paris"}]},
-    {"type": "message", "content": [{"type": "tool_use", "input": {}}]},  # no id/name
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"id": "msg_1", "type": "message", "role": "assistant"},  # no content
+        {"type": "message", "content": [{"type": "tool_use", "id": "t1", "name": "get_weather", "input": "Paris"}]},
+        {"type": "message", "content": [{"type": "tool_use", "input": {}}]},  # no id/name
+    ],
+)
 async def test_anthropic_malformed_reply(srv, anthropic_provider, body):
     srv.anthropic.reply_raw(200, body)
     err = await raises(anthropic_provider, request())
@@ -239,11 +268,14 @@ async def test_anthropic_malformed_reply(srv, anthropic_provider, body):
     assert err.message.startswith("anthropic returned a malformed reply:")
 
 
-@pytest.mark.parametrize("body", [
-    {"id": "x", "object": "chat.completion", "choices": []},
-    {"id": "x", "object": "chat.completion"},
-    {"choices": [{"index": 0, "message": {"role": "assistant", "tool_calls": [{"type": "function"}]}}]},
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"id": "x", "object": "chat.completion", "choices": []},
+        {"id": "x", "object": "chat.completion"},
+        {"choices": [{"index": 0, "message": {"role": "assistant", "tool_calls": [{"type": "function"}]}}]},
+    ],
+)
 async def test_openai_malformed_reply(srv, openai_provider, body):
     srv.openai.reply_raw(200, body)
     err = await raises(openai_provider, request())
@@ -290,8 +322,15 @@ async def test_clients_come_from_the_environment(srv, monkeypatch, tmp_path):
 
 
 async def test_missing_credentials_is_a_configuration_error(monkeypatch, tmp_path):
-    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_PROFILE", "OPENAI_API_KEY",
-                 "OPENAI_ADMIN_KEY", "ANTHROPIC_IDENTITY_TOKEN", "ANTHROPIC_IDENTITY_TOKEN_FILE"):
+    for name in (
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_AUTH_TOKEN",
+        "ANTHROPIC_PROFILE",
+        "OPENAI_API_KEY",
+        "OPENAI_ADMIN_KEY",
+        "ANTHROPIC_IDENTITY_TOKEN",
+        "ANTHROPIC_IDENTITY_TOKEN_FILE",
+    ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("ANTHROPIC_CONFIG_DIR", str(tmp_path))
     monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")  # never reached

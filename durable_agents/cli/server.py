@@ -8,8 +8,8 @@ import contextlib
 import signal
 from pathlib import Path
 
-from checkpoint.stores import redact
-from durable_agents.cli_common import store_of
+from durable_agents.checkpoint.stores import redact
+from durable_agents.cli._common import store_of
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -18,8 +18,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     server.set_defaults(func=cmd_server)
 
     worker = sub.add_parser("worker", help="run a worker for one or more agents")
-    worker.add_argument("--agent", action="append", required=True, metavar="MODULE:ATTR",
-                        help="an Agent (or list of Agents) to serve; repeatable")
+    worker.add_argument(
+        "--agent",
+        action="append",
+        required=True,
+        metavar="MODULE:ATTR",
+        help="an Agent (or list of Agents) to serve; repeatable",
+    )
     worker.set_defaults(func=cmd_worker)
 
     dev = sub.add_parser("dev", help="embedded Temporal server + a worker in one process")
@@ -43,8 +48,9 @@ def _server_args(p: argparse.ArgumentParser) -> None:
 def _dev_server(args: argparse.Namespace):
     from durable_agents.devserver import DevServer
 
-    return DevServer(port=args.port, ui_port=args.ui_port, ui=not args.headless,
-                     db_file=Path(args.db_file) if args.db_file else None)
+    return DevServer(
+        port=args.port, ui_port=args.ui_port, ui=not args.headless, db_file=Path(args.db_file) if args.db_file else None
+    )
 
 
 def _stop_on_signals() -> asyncio.Event:
@@ -73,8 +79,7 @@ async def _with_server(args: argparse.Namespace, work, hint: str | None = None) 
     """Start the embedded server, run ``work(server)`` until done or a signal, stop the server."""
     stop = _stop_on_signals()
     async with _dev_server(args) as server:  # stops the server on the way out
-        print(f"Temporal dev server at {server.address}" + (f", UI {server.ui_url}" if server.ui else ""),
-              flush=True)
+        print(f"Temporal dev server at {server.address}" + (f", UI {server.ui_url}" if server.ui else ""), flush=True)
         if hint:
             print(hint, flush=True)
         await _until(stop, work(server))
@@ -86,8 +91,8 @@ async def cmd_server(args: argparse.Namespace) -> int:
 
 
 async def run_worker(args: argparse.Namespace, address: str | None) -> int:
+    from durable_agents._loading import load_agents
     from durable_agents.connection import connect
-    from durable_agents.loading import load_agents
     from durable_agents.worker import build_worker
 
     agents = [a for spec in args.agent for a in load_agents(spec)]
@@ -112,6 +117,6 @@ async def cmd_dev(args: argparse.Namespace) -> int:
 
 
 async def cmd_demo(args: argparse.Namespace) -> int:
-    from durable_agents.demo import run_demo
+    from durable_agents.examples.demo import run_demo
 
     return await run_demo(model=args.model, keep_running=args.keep_running, store_url=args.store)

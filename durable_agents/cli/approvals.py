@@ -9,9 +9,10 @@ from typing import Any
 
 from pydantic import Field
 
-from activities.contracts import PendingApproval
-from checkpoint.format import CheckpointStatus, FormatModel, Message, Role, ToolCall
-from durable_agents.cli_common import (
+from durable_agents._outcomes import pending_from_store
+from durable_agents.activities.contracts import PendingApproval
+from durable_agents.checkpoint.format import CheckpointStatus, FormatModel, Message, Role, ToolCall
+from durable_agents.cli._common import (
     UsageError,
     add_wait_flags,
     client_of,
@@ -21,10 +22,9 @@ from durable_agents.cli_common import (
     store_of,
     unknown_session,
 )
-from durable_agents.cli_runs import print_outcome, wait_for
+from durable_agents.cli._render import approvals_table
+from durable_agents.cli.runs import print_outcome, wait_for
 from durable_agents.errors import ApprovalNotPendingError
-from durable_agents.outcomes import pending_from_store
-from durable_agents.render import approvals_table
 
 
 class ApprovalView(FormatModel):
@@ -46,12 +46,14 @@ class ApprovalView(FormatModel):
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    approve = sub.add_parser("approve", help="approve (or --reject) a session's pending tool call; "
-                             "prints what the run did next")
+    approve = sub.add_parser(
+        "approve", help="approve (or --reject) a session's pending tool call; prints what the run did next"
+    )
     _decision_args(approve)
     approve.add_argument("--reject", action="store_true", help="reject instead of approving")
-    approve.add_argument("--arguments", metavar="JSON",
-                         help="run the approved call with these arguments instead (a JSON object)")
+    approve.add_argument(
+        "--arguments", metavar="JSON", help="run the approved call with these arguments instead (a JSON object)"
+    )
     approve.set_defaults(func=cmd_decide)
 
     reject = sub.add_parser("reject", help="reject a session's pending tool call")
@@ -66,8 +68,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _decision_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("session")
-    parser.add_argument("--approval-id", metavar="ID",
-                        help="the approval to decide (default: the one pending); a different one is refused")
+    parser.add_argument(
+        "--approval-id",
+        metavar="ID",
+        help="the approval to decide (default: the one pending); a different one is refused",
+    )
     parser.add_argument("--note", metavar="TEXT", help="a note recorded with the decision (the model sees it)")
     parser.add_argument("--json", action="store_true", help="print the run's next outcome as JSON")
     add_wait_flags(parser)
@@ -93,19 +98,22 @@ async def cmd_decide(args: argparse.Namespace) -> int:
         if header is None and not await live_run(client, args.session):
             raise unknown_session(args, args.session)
         status = header.status.value if header is not None else "running"
-        raise ApprovalNotPendingError(args.session, args.approval_id, None,
-                                      detail=f"no tool call is waiting for approval (status {status})")
+        raise ApprovalNotPendingError(
+            args.session, args.approval_id, None, detail=f"no tool call is waiting for approval (status {status})"
+        )
     approval_id = args.approval_id or pending.approval_id
     verb = "rejected" if args.reject else "approved"
     started = time.perf_counter()
-    result = await wait_for(args, args.session, client.approve(
-        args.session, approval_id, approved=not args.reject, note=args.note, arguments=arguments))
+    result = await wait_for(
+        args,
+        args.session,
+        client.approve(args.session, approval_id, approved=not args.reject, note=args.note, arguments=arguments),
+    )
     if not args.json:
         note = f" with note {args.note!r}" if args.note else ""
         changed = f" and arguments {args.arguments}" if arguments is not None else ""
         print(f"{verb} {pending.tool_name} [{pending.tool_call_id}] (approval {approval_id}){note}{changed}\n")
-    await print_outcome(args, result, start=_turn_start(result.messages, pending.tool_call_id),
-                        started=started)
+    await print_outcome(args, result, start=_turn_start(result.messages, pending.tool_call_id), started=started)
     return 0
 
 

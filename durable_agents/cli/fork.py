@@ -15,9 +15,10 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from checkpoint.fork import Patch, ToolResultPatch
-from checkpoint.format import FormatModel, Message
-from durable_agents.cli_common import (
+from durable_agents._outcomes import RunResult
+from durable_agents.checkpoint.fork import Patch, ToolResultPatch
+from durable_agents.checkpoint.format import FormatModel, Message
+from durable_agents.cli._common import (
     UsageError,
     add_wait_flags,
     client_of,
@@ -27,8 +28,7 @@ from durable_agents.cli_common import (
     store_of,
     ui_link,
 )
-from durable_agents.cli_runs import print_outcome, wait_for
-from durable_agents.outcomes import RunResult
+from durable_agents.cli.runs import print_outcome, wait_for
 
 _MESSAGES = TypeAdapter(list[Message])
 
@@ -47,19 +47,39 @@ class ForkMade(FormatModel):
 
 def register(sub: argparse._SubParsersAction) -> None:
     fork = sub.add_parser(
-        "fork", help="start a new session from a kept step of another (see `history`), optionally patched",
+        "fork",
+        help="start a new session from a kept step of another (see `history`), optionally patched",
         description="Patches apply in this order: --messages-file, --business-state, --tool-result, "
-        "--append-input. The fork runs as a Temporal workflow on a worker holding the store.")
+        "--append-input. The fork runs as a Temporal workflow on a worker holding the store.",
+    )
     fork.add_argument("session")
-    fork.add_argument("--from-step", type=step_number, required=True, metavar="N",
-                      help="the step to fork from (its newest kept checkpoint)")
-    fork.add_argument("--tool-result", action="append", default=[], metavar="CALL_ID=JSON",
-                      help="the result a tool call should have had (JSON; quote text as '\"text\"'); repeatable")
-    fork.add_argument("--append-input", action="append", metavar="TEXT",
-                      help="a user message sent after any pending tool calls; repeatable")
+    fork.add_argument(
+        "--from-step",
+        type=step_number,
+        required=True,
+        metavar="N",
+        help="the step to fork from (its newest kept checkpoint)",
+    )
+    fork.add_argument(
+        "--tool-result",
+        action="append",
+        default=[],
+        metavar="CALL_ID=JSON",
+        help="the result a tool call should have had (JSON; quote text as '\"text\"'); repeatable",
+    )
+    fork.add_argument(
+        "--append-input",
+        action="append",
+        metavar="TEXT",
+        help="a user message sent after any pending tool calls; repeatable",
+    )
     fork.add_argument("--business-state", metavar="JSON", help="replace the business state (JSON)")
-    fork.add_argument("--messages-file", type=Path, metavar="F",
-                      help="replace the transcript: a JSON list of messages, or a checkpoint (show --json)")
+    fork.add_argument(
+        "--messages-file",
+        type=Path,
+        metavar="F",
+        help="replace the transcript: a JSON list of messages, or a checkpoint (show --json)",
+    )
     fork.add_argument("--new-session-id", metavar="ID", help="the fork's id (default: SESSION.fork-<n>)")
     fork.add_argument("--resume", action="store_true", help="run the fork at once and wait for its outcome")
     fork.add_argument("--json", action="store_true", help="print the fork (and its outcome) as JSON")
@@ -74,8 +94,9 @@ def tool_results(values: list[str]) -> list[ToolResultPatch]:
         call_id, sep, raw = value.partition("=")
         if not sep or not call_id.strip():
             raise UsageError(f"--tool-result {value!r}: write it as CALL_ID=JSON, e.g. call_1='{{\"ok\": true}}'")
-        results.append(ToolResultPatch(tool_call_id=call_id.strip(),
-                                       result=parse_json(raw, f"--tool-result {call_id.strip()}")))
+        results.append(
+            ToolResultPatch(tool_call_id=call_id.strip(), result=parse_json(raw, f"--tool-result {call_id.strip()}"))
+        )
     return results
 
 
@@ -115,12 +136,19 @@ async def cmd_fork(args: argparse.Namespace) -> int:
     patch = build_patch(args)  # argument errors first, before any connection
     client = await client_of(args)
     made = await client.fork(args.session, args.from_step, patch, args.new_session_id)
-    view = ForkMade(session_id=made.session_id, source_session_id=args.session, step=made.step,
-                    agent=made.agent, message_count=made.message_count)
+    view = ForkMade(
+        session_id=made.session_id,
+        source_session_id=args.session,
+        step=made.step,
+        agent=made.agent,
+        message_count=made.message_count,
+    )
     prefix = command_prefix(args)
     if not args.json:
-        print(f"forked {args.session} at step {made.step} into {made.session_id} "
-              f"({made.message_count} messages, status in-progress)")
+        print(
+            f"forked {args.session} at step {made.step} into {made.session_id} "
+            f"({made.message_count} messages, status in-progress)"
+        )
     if not args.resume:
         if args.json:
             print(view.model_dump_json(by_alias=True, exclude_none=True, indent=2))

@@ -8,8 +8,9 @@ import time
 import uuid
 from collections.abc import Awaitable
 
-from checkpoint.format import CheckpointStatus
-from durable_agents.cli_common import (
+from durable_agents._outcomes import RunResult
+from durable_agents.checkpoint.format import CheckpointStatus
+from durable_agents.cli._common import (
     add_wait_flags,
     client_of,
     command_prefix,
@@ -18,9 +19,8 @@ from durable_agents.cli_common import (
     ui_link,
     unknown_session,
 )
-from durable_agents.outcomes import RunResult
-from durable_agents.progress import Progress
-from durable_agents.render import approval_marks, pending_lines, render_transcript
+from durable_agents.cli._progress import Progress
+from durable_agents.cli._render import approval_marks, pending_lines, render_transcript
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -29,8 +29,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.add_argument("input", nargs="*", default=[], help="user message(s); none resumes the session")
     run.add_argument("--session", help="session id (default: a new one)")
     run.add_argument("--model", help="run on another model, e.g. anthropic:claude-sonnet-4-5")
-    run.add_argument("--interrupt", action="store_true",
-                     help="abort the session's live run first (its unfinished tool calls get cancelled results)")
+    run.add_argument(
+        "--interrupt",
+        action="store_true",
+        help="abort the session's live run first (its unfinished tool calls get cancelled results)",
+    )
     run.add_argument("--json", action="store_true", help="print the result as JSON")
     add_wait_flags(run)
     run.set_defaults(func=cmd_run)
@@ -56,13 +59,16 @@ async def wait_for(args: argparse.Namespace, session_id: str, waiting: Awaitable
         return await waiting
 
 
-async def print_outcome(args: argparse.Namespace, result: RunResult, *, start: int = 0,
-                        started: float | None = None) -> None:
+async def print_outcome(
+    args: argparse.Namespace, result: RunResult, *, start: int = 0, started: float | None = None
+) -> None:
     """The transcript from ``start``, a summary line, the pending approval if any, the UI link."""
     link = ui_link(args, result.session_id)
     if result.drift is not None:
-        print(f"durable-agents: warning: the agent changed since the checkpoint: {result.drift.describe()}",
-              file=sys.stderr)
+        print(
+            f"durable-agents: warning: the agent changed since the checkpoint: {result.drift.describe()}",
+            file=sys.stderr,
+        )
     if args.json:
         print(result.model_dump_json(by_alias=True, exclude_none=True, indent=2))
         if link:
@@ -73,9 +79,11 @@ async def print_outcome(args: argparse.Namespace, result: RunResult, *, start: i
         pending = await (await client_of(args)).pending_approval(result.session_id)
     print(render_transcript(result.messages, start=start, marks=approval_marks(pending)))
     took = f", {time.perf_counter() - started:.2f}s" if started is not None else ""
-    print(f"\nsession {result.session_id}: {result.finish_reason}, {result.steps} steps, "
-          f"{len(result.tool_calls)} tool calls, {result.usage.input_tokens}+"
-          f"{result.usage.output_tokens} tokens{took}")
+    print(
+        f"\nsession {result.session_id}: {result.finish_reason}, {result.steps} steps, "
+        f"{len(result.tool_calls)} tool calls, {result.usage.input_tokens}+"
+        f"{result.usage.output_tokens} tokens{took}"
+    )
     if pending is not None:
         print("\n".join(pending_lines(pending, decide=command_prefix(args))))
     if link:
@@ -84,7 +92,7 @@ async def print_outcome(args: argparse.Namespace, result: RunResult, *, start: i
 
 # -- commands ------------------------------------------------------------------------------
 async def cmd_run(args: argparse.Namespace) -> int:
-    from durable_agents.loading import load_agents
+    from durable_agents._loading import load_agents
 
     name = load_agents(args.agent)[0].name if ":" in args.agent else args.agent
     session = args.session or f"{name}-{uuid.uuid4().hex[:8]}"
@@ -121,6 +129,8 @@ async def cmd_cancel(args: argparse.Namespace) -> int:
     if args.json:
         print(result.model_dump_json(by_alias=True, exclude_none=True, indent=2))
     else:
-        print(f"session {args.session}: {result.finish_reason}, {len(result.tool_calls)} tool calls "
-              f"of this run; resume it with `{command_prefix(args)} resume {args.session}`")
+        print(
+            f"session {args.session}: {result.finish_reason}, {len(result.tool_calls)} tool calls "
+            f"of this run; resume it with `{command_prefix(args)} resume {args.session}`"
+        )
     return 0

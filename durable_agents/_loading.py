@@ -6,8 +6,8 @@ import importlib
 import sys
 from pathlib import Path
 
-from activities.definitions import Agent
-from checkpoint.errors import ConfigurationError
+from durable_agents.activities.definitions import Agent
+from durable_agents.checkpoint.errors import ConfigurationError
 
 
 def load_agents(spec: str) -> list[Agent]:

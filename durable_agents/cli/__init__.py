@@ -1,8 +1,8 @@
 """The ``durable-agents`` command line.
 
-Commands live in ``cli_*`` modules by concept: processes (``cli_server``), runs
-(``cli_runs``), approvals (``cli_approvals``), reading sessions
-(``cli_inspect``), forks (``cli_fork``) and store maintenance (``cli_store``).
+Commands live in one module per concept: processes (``server``), runs
+(``runs``), approvals (``approvals``), reading sessions (``inspect``), forks
+(``fork``) and store maintenance (``store``).
 
 Exit codes: 0 done; 1 the operation failed (a run failed, a session is busy,
 nothing to approve, Temporal refused); 2 wrong usage (bad flags or values,
@@ -18,9 +18,9 @@ import os
 import sys
 from collections.abc import Sequence
 
-from checkpoint.errors import CheckpointNotFoundError, ConfigurationError, DurableAgentsError
-from durable_agents import cli_approvals, cli_fork, cli_inspect, cli_runs, cli_server, cli_store
-from durable_agents.cli_common import STORE_ENV, default_store_url
+from durable_agents.checkpoint.errors import CheckpointNotFoundError, ConfigurationError, DurableAgentsError
+from durable_agents.cli import approvals, fork, inspect, runs, server, store
+from durable_agents.cli._common import STORE_ENV, default_store_url
 from durable_agents.connection import DEFAULT_TASK_QUEUE
 
 DEBUG_ENV = "DURABLE_AGENTS_DEBUG"
@@ -42,11 +42,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--address", help="Temporal address host:port (default: TEMPORAL_ADDRESS or localhost:7233)")
     parser.add_argument("--namespace", help="Temporal namespace (default: TEMPORAL_NAMESPACE or default)")
-    parser.add_argument("--store", default=default_store_url(),
-                        help=f"checkpoint store URL (default: ${STORE_ENV} or {default_store_url()})")
+    parser.add_argument(
+        "--store",
+        default=default_store_url(),
+        help=f"checkpoint store URL (default: ${STORE_ENV} or {default_store_url()})",
+    )
     parser.add_argument("--task-queue", default=DEFAULT_TASK_QUEUE, help="Temporal task queue")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (cli_server, cli_runs, cli_approvals, cli_inspect, cli_fork, cli_store):
+    for module in (server, runs, approvals, inspect, fork, store):
         module.register(sub)
     return parser
 
@@ -55,9 +58,9 @@ async def _dispatch(args: argparse.Namespace) -> int:
     try:
         return await args.func(args)
     finally:
-        store = getattr(args, "_store", None)
-        if store is not None:
-            store.close()
+        opened = getattr(args, "_store", None)
+        if opened is not None:
+            opened.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -71,7 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(e.message, 1)
     except KeyboardInterrupt:
         return 130
-    except Exception as e:  # noqa: BLE001 - one line, not a traceback (unless debugging)
+    except Exception as e:
         if os.environ.get(DEBUG_ENV):
             raise
         return _fail(_describe(e), 1)
@@ -102,7 +105,3 @@ def entry() -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
-
-
-if __name__ == "__main__":
-    entry()

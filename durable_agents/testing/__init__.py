@@ -29,11 +29,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from activities.transcript import pending_tool_calls
-from checkpoint.format import CheckpointStatus, Role
-from checkpoint.stores.base import CheckpointStore
-from durable_agents.testing_checks import GuaranteeSummary, GuaranteeViolation, check_guarantees
-from durable_agents.testing_core import (
+from durable_agents.activities.transcript import pending_tool_calls
+from durable_agents.checkpoint.format import CheckpointStatus, Role
+from durable_agents.checkpoint.stores.base import CheckpointStore
+from durable_agents.testing._checks import GuaranteeSummary, GuaranteeViolation, check_guarantees
+from durable_agents.testing._core import (
     KILLS,
     LOG_DIR_ENV,
     PROVIDER_CALLS,
@@ -49,8 +49,8 @@ from durable_agents.testing_core import (
     recording_providers,
     side_effect_tool,
 )
-from durable_agents.testing_stores import CrashingSqliteStore, FailingStore, StoreUnavailableError
-from durable_agents.testing_worker import WorkerProcess, main
+from durable_agents.testing._stores import CrashingSqliteStore, FailingStore, StoreUnavailableError
+from durable_agents.testing._worker import WorkerProcess
 
 __all__ = [
     "KILLS",
@@ -78,8 +78,9 @@ __all__ = [
 ]
 
 
-def infer_window(store: CheckpointStore, session_id: str, log_dir: str | Path, pid: int,
-                 since: float | None = None) -> str:
+def infer_window(
+    store: CheckpointStore, session_id: str, log_dir: str | Path, pid: int, since: float | None = None
+) -> str:
     """Where a kill of worker ``pid`` landed for ``session_id``, read from the store
     (and the logs) right after the kill: a :class:`CrashWindow` value, or
     ``before-run-start``, ``during-model-call``, ``finished``,
@@ -114,7 +115,3 @@ def infer_window(store: CheckpointStore, session_id: str, log_dir: str | Path, p
     if messages and messages[-1].role == Role.TOOL:
         return CrashWindow.AFTER_LAST_RESULT.value
     return CrashWindow.AFTER_INPUT_STORED.value
-
-
-if __name__ == "__main__":
-    main()

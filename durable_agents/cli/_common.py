@@ -12,10 +12,10 @@ from datetime import timedelta
 from typing import Any
 from urllib.parse import quote
 
-from checkpoint.errors import CheckpointNotFoundError, ConfigurationError
-from checkpoint.format import Checkpoint, CheckpointHeader
-from checkpoint.stores import DEFAULT_STORE_URL, open_store, redact
-from checkpoint.stores.base import CheckpointStore
+from durable_agents.checkpoint.errors import CheckpointNotFoundError, ConfigurationError
+from durable_agents.checkpoint.format import Checkpoint, CheckpointHeader
+from durable_agents.checkpoint.stores import DEFAULT_STORE_URL, open_store, redact
+from durable_agents.checkpoint.stores.base import CheckpointStore
 from durable_agents.connection import DEFAULT_TASK_QUEUE
 
 STORE_ENV = "DURABLE_AGENTS_STORE"
@@ -48,8 +48,9 @@ async def client_of(args: argparse.Namespace):
 
     client = getattr(args, "_client", None)
     if client is None:
-        client = await AgentClient.connect(args.address, store=store_of(args), namespace=args.namespace,
-                                           task_queue=args.task_queue)
+        client = await AgentClient.connect(
+            args.address, store=store_of(args), namespace=args.namespace, task_queue=args.task_queue
+        )
         args._client = client
     return client
 
@@ -57,7 +58,8 @@ async def client_of(args: argparse.Namespace):
 def unknown_session(args: argparse.Namespace, session_id: str) -> CheckpointNotFoundError:
     return CheckpointNotFoundError(
         f"no session {session_id!r} in store {redact(args.store)} (`durable-agents sessions` lists them)",
-        session_id=session_id)
+        session_id=session_id,
+    )
 
 
 def load_header(args: argparse.Namespace, session_id: str) -> CheckpointHeader:
@@ -93,8 +95,9 @@ def parse_json(text: str, flag: str) -> Any:
     try:
         return json.loads(text)
     except ValueError as e:
-        raise UsageError(f"{flag}: malformed JSON ({getattr(e, 'msg', e)}) in {text!r}; "
-                         "quote strings as JSON too, e.g. '\"text\"'") from None
+        raise UsageError(
+            f"{flag}: malformed JSON ({getattr(e, 'msg', e)}) in {text!r}; quote strings as JSON too, e.g. '\"text\"'"
+        ) from None
 
 
 def parse_json_object(text: str, flag: str) -> dict[str, Any]:
@@ -112,8 +115,7 @@ def duration(text: str) -> timedelta:
     """argparse type: ``90s``, ``15m``, ``12h``, ``30d``."""
     match = _DURATION.match(text)
     if not match:
-        raise argparse.ArgumentTypeError(
-            f"invalid duration {text!r}: write a number and a unit s, m, h or d, e.g. 30d")
+        raise argparse.ArgumentTypeError(f"invalid duration {text!r}: write a number and a unit s, m, h or d, e.g. 30d")
     return timedelta(**{_UNITS[match.group(2)]: float(match.group(1))})
 
 
@@ -137,15 +139,22 @@ def step_number(text: str) -> int:
 
 # -- waiting commands: progress and the Temporal UI link ------------------------------------
 def add_wait_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                        help="live progress on stderr (default: on when stderr is a terminal)")
+    parser.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="live progress on stderr (default: on when stderr is a terminal)",
+    )
     add_ui_flag(parser)
 
 
 def add_ui_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--ui-url", default=os.environ.get(UI_ENV),
-                        help=f"Temporal UI base URL for run links (default: ${UI_ENV}, or "
-                        f"{DEFAULT_UI_URL} when Temporal is the default local one)")
+    parser.add_argument(
+        "--ui-url",
+        default=os.environ.get(UI_ENV),
+        help=f"Temporal UI base URL for run links (default: ${UI_ENV}, or "
+        f"{DEFAULT_UI_URL} when Temporal is the default local one)",
+    )
 
 
 def progress_wanted(args: argparse.Namespace) -> bool:

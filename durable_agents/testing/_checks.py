@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from checkpoint.format import Checkpoint, Message, Role
-from durable_agents.testing_core import PROVIDER_CALLS, SIDE_EFFECTS, read_records
+from durable_agents.checkpoint.format import Checkpoint, Message, Role
+from durable_agents.testing._core import PROVIDER_CALLS, SIDE_EFFECTS, read_records
 
 Records = Iterable[Mapping[str, Any]] | str | Path
 
@@ -66,9 +66,14 @@ def _json(content: str | None) -> Any:
         return None
 
 
-def check_guarantees(checkpoint_or_messages: Checkpoint | Any | Sequence[Message], side_effects: Records = (),
-                     provider_calls: Records | None = None, *, session_id: str | None = None,
-                     complete: bool = True) -> GuaranteeSummary:
+def check_guarantees(
+    checkpoint_or_messages: Checkpoint | Any | Sequence[Message],
+    side_effects: Records = (),
+    provider_calls: Records | None = None,
+    *,
+    session_id: str | None = None,
+    complete: bool = True,
+) -> GuaranteeSummary:
     """Check a session's transcript against the side-effect and provider-call logs.
 
     ``checkpoint_or_messages``: a ``Checkpoint``, a ``RunResult`` or a message list.
@@ -89,8 +94,10 @@ def check_guarantees(checkpoint_or_messages: Checkpoint | Any | Sequence[Message
         if isinstance(body, dict) and body.get("kind") == "tool-durability-error":
             summary.durability_errors.append(call_id)
             if safe.get(calls[call_id].name):
-                problems.append(f"safe_to_retry tool {calls[call_id].name} ({call_id}) got a durability error "
-                                "instead of being re-run")
+                problems.append(
+                    f"safe_to_retry tool {calls[call_id].name} ({call_id}) got a durability error "
+                    "instead of being re-run"
+                )
         elif isinstance(body, dict) and body.get("error") == "cancelled":
             summary.cancelled.append(call_id)
         elif isinstance(body, dict) and body.get("tool_call_id") not in (None, call_id):
@@ -119,11 +126,15 @@ def _check_transcript(messages: list[Message], complete: bool, problems: list[st
         if m.role == Role.TOOL:
             if not open_calls:
                 known = m.tool_call_id in calls
-                problems.append(f"tool result at {pos} for {m.tool_call_id} " + (
-                    "is a second result (or comes after other input)" if known else "has no preceding tool call"))
+                problems.append(
+                    f"tool result at {pos} for {m.tool_call_id} "
+                    + ("is a second result (or comes after other input)" if known else "has no preceding tool call")
+                )
             elif m.tool_call_id != open_calls[0].id:
-                problems.append(f"tool result at {pos} is for {m.tool_call_id}, expected {open_calls[0].id} "
-                                f"(call order of the turn at {turn_at})")
+                problems.append(
+                    f"tool result at {pos} is for {m.tool_call_id}, expected {open_calls[0].id} "
+                    f"(call order of the turn at {turn_at})"
+                )
                 open_calls = [c for c in open_calls if c.id != m.tool_call_id]
             else:
                 call = open_calls.pop(0)
@@ -134,8 +145,10 @@ def _check_transcript(messages: list[Message], complete: bool, problems: list[st
             results.setdefault(m.tool_call_id or "", m)
             continue
         if open_calls:
-            problems.append(f"{m.role} message at {pos} comes before the results of "
-                            f"{', '.join(c.id for c in open_calls)} (turn at {turn_at})")
+            problems.append(
+                f"{m.role} message at {pos} comes before the results of "
+                f"{', '.join(c.id for c in open_calls)} (turn at {turn_at})"
+            )
         open_calls = []
         if m.role == Role.ASSISTANT:
             turn_at = pos
@@ -151,21 +164,24 @@ def _check_transcript(messages: list[Message], complete: bool, problems: list[st
 
 def _check_wire(messages: list[Message], complete: bool, problems: list[str]) -> None:
     """What each provider adapter would send must satisfy that API's rules."""
-    from activities.providers.anthropic_messages import to_anthropic_messages
-    from activities.providers.openai_chat import to_openai_params
-    from activities.providers.base import ModelRequest
+    from durable_agents.activities.providers.anthropic_messages import to_anthropic_messages
+    from durable_agents.activities.providers.base import ModelRequest
+    from durable_agents.activities.providers.openai_chat import to_openai_params
 
     turns = to_anthropic_messages(messages)
     for i, turn in enumerate(turns):
-        if i == 0 and turn["role"] != "user" or i and turn["role"] == turns[i - 1]["role"]:
+        if (i == 0 and turn["role"] != "user") or (i and turn["role"] == turns[i - 1]["role"]):
             problems.append(f"anthropic: turn {i} ({turn['role']}) breaks user/assistant alternation")
         blocks = turn["content"] if isinstance(turn["content"], list) else []
-        asked = [b["id"] for b in (turns[i - 1]["content"] if i and turn["role"] == "user" else [])
-                 if isinstance(b, dict) and b.get("type") == "tool_use"]
+        asked = [
+            b["id"]
+            for b in (turns[i - 1]["content"] if i and turn["role"] == "user" else [])
+            if isinstance(b, dict) and b.get("type") == "tool_use"
+        ]
         given = [b["tool_use_id"] for b in blocks if b.get("type") == "tool_result"]
         if not complete and i == len(turns) - 1:  # the last turn's results may still be coming
-            asked = asked[:len(given)]
-        lead = [b["tool_use_id"] for b in blocks[:len(asked)] if b.get("type") == "tool_result"]
+            asked = asked[: len(given)]
+        lead = [b["tool_use_id"] for b in blocks[: len(asked)] if b.get("type") == "tool_result"]
         if turn["role"] == "user" and (given != asked or lead != asked):
             problems.append(f"anthropic: user turn {i} carries tool_results {given} first, its assistant asked {asked}")
     wire = to_openai_params(ModelRequest(model="m", messages=messages))["messages"]
@@ -173,8 +189,9 @@ def _check_wire(messages: list[Message], complete: bool, problems: list[str]) ->
     for i, msg in enumerate(wire):
         if msg["role"] == "tool":
             if not expected or msg["tool_call_id"] != expected[0]:
-                problems.append(f"openai: tool message {i} ({msg['tool_call_id']}) does not answer the "
-                                f"pending calls {expected}")
+                problems.append(
+                    f"openai: tool message {i} ({msg['tool_call_id']}) does not answer the pending calls {expected}"
+                )
             expected = expected[1:]
             continue
         if expected:
@@ -182,17 +199,25 @@ def _check_wire(messages: list[Message], complete: bool, problems: list[str]) ->
         expected = [c["id"] for c in msg.get("tool_calls") or []]
 
 
-def _check_side_effects(records: list[dict[str, Any]], session_id: str | None, calls: dict[str, Any],
-                        results: dict[str, Message], safe: dict[str, bool], summary: GuaranteeSummary,
-                        problems: list[str]) -> None:
+def _check_side_effects(
+    records: list[dict[str, Any]],
+    session_id: str | None,
+    calls: dict[str, Any],
+    results: dict[str, Message],
+    safe: dict[str, bool],
+    summary: GuaranteeSummary,
+    problems: list[str],
+) -> None:
     starts: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in records:
-        if session_id is not None and r.get("session") != session_id or r.get("event", "start") != "start":
+        if (session_id is not None and r.get("session") != session_id) or r.get("event", "start") != "start":
             continue
         starts[r["tool_call_id"]].append(r)
         if r.get("recorded_before"):
-            problems.append(f"{r['tool']} ({r['tool_call_id']}) was executed again (attempt {r.get('attempt')}, "
-                            f"pid {r.get('pid')}) after its result had been recorded")
+            problems.append(
+                f"{r['tool']} ({r['tool_call_id']}) was executed again (attempt {r.get('attempt')}, "
+                f"pid {r.get('pid')}) after its result had been recorded"
+            )
     for call_id, runs in starts.items():
         tool = runs[0]["tool"]
         summary.executions[call_id] = [r.get("attempt") for r in runs]
@@ -200,21 +225,25 @@ def _check_side_effects(records: list[dict[str, Any]], session_id: str | None, c
             problems.append(f"{tool} ran for call {call_id}, which no stored turn asked for")
         at_most_once = not safe.get(tool, bool(runs[0].get("safe")))
         if at_most_once and len(runs) > 1:
-            problems.append(f"at-most-once tool {tool} ({call_id}) ran {len(runs)} times "
-                            f"(attempts {summary.executions[call_id]})")
+            problems.append(
+                f"at-most-once tool {tool} ({call_id}) ran {len(runs)} times (attempts {summary.executions[call_id]})"
+            )
         body = _json(results[call_id].content) if call_id in results else None
         if isinstance(body, dict) and "attempt" in body and body["attempt"] not in summary.executions[call_id]:
             problems.append(f"the result of {call_id} comes from attempt {body['attempt']}, which never ran")
 
 
-def _check_provider(records: list[dict[str, Any]], session_id: str | None, summary: GuaranteeSummary,
-                    problems: list[str]) -> None:
+def _check_provider(
+    records: list[dict[str, Any]], session_id: str | None, summary: GuaranteeSummary, problems: list[str]
+) -> None:
     mine = [r for r in records if session_id is None or r.get("session") == session_id]
     summary.provider_calls = len(mine)
     for r in mine:
         if r.get("stored_before"):
-            problems.append(f"the model was called again for position {r['position']} (pid {r.get('pid')}), "
-                            "whose turn was already checkpointed")
+            problems.append(
+                f"the model was called again for position {r['position']} (pid {r.get('pid')}), "
+                "whose turn was already checkpointed"
+            )
     counts = Counter((r.get("session"), r["position"]) for r in mine)
     for (sid, position), n in counts.items():
         if n < 2:

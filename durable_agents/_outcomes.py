@@ -8,11 +8,11 @@ from pydantic import Field
 from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError, FailureError
 
-from activities.contracts import PendingApproval
-from activities.transcript import pending_tool_calls
-from checkpoint.fingerprint import AgentDrift
-from checkpoint.format import CheckpointStatus, FinishReason, FormatModel, Message, Role, ToolCall, Usage
-from checkpoint.stores.base import CheckpointStore
+from durable_agents.activities.contracts import PendingApproval
+from durable_agents.activities.transcript import pending_tool_calls
+from durable_agents.checkpoint.fingerprint import AgentDrift
+from durable_agents.checkpoint.format import CheckpointStatus, FinishReason, FormatModel, Message, Role, ToolCall, Usage
+from durable_agents.checkpoint.stores.base import CheckpointStore
 from durable_agents.errors import (
     AgentDriftError,
     ApprovalNotPendingError,
@@ -24,12 +24,15 @@ from durable_agents.errors import (
     SessionAwaitingApprovalError,
     StoreCorruptError,
 )
-from workflows.contracts import RunSummary
+from durable_agents.workflows.contracts import RunSummary
 
-PROVIDER_FAILURES = {"ModelProviderRequestError", "ModelProviderMalformedReply",
-                     "ModelProviderRetryableError"}
-TYPED_FAILURES = {"AgentDriftError": AgentDriftError, "ResumeToolMissingError": ResumeToolMissingError,
-                  "ConfigurationError": ConfigurationError, "StoreCorruptError": StoreCorruptError}
+PROVIDER_FAILURES = {"ModelProviderRequestError", "ModelProviderMalformedReply", "ModelProviderRetryableError"}
+TYPED_FAILURES = {
+    "AgentDriftError": AgentDriftError,
+    "ResumeToolMissingError": ResumeToolMissingError,
+    "ConfigurationError": ConfigurationError,
+    "StoreCorruptError": StoreCorruptError,
+}
 
 
 class RunResult(FormatModel):
@@ -57,12 +60,17 @@ class RunResult(FormatModel):
     @classmethod
     def from_summary(cls, summary: RunSummary, store: CheckpointStore) -> RunResult:
         messages = store.load_messages(summary.session_id, 0, summary.message_count)
-        run_messages = messages[summary.run_start_index:]
+        run_messages = messages[summary.run_start_index :]
         calls = [c for m in run_messages if m.role == Role.ASSISTANT for c in (m.tool_calls or [])]
         return cls(
-            session_id=summary.session_id, finish_reason=summary.finish_reason, messages=messages,
-            steps=summary.steps, usage=summary.usage, tool_calls=calls,
-            approval_id=summary.approval_id, drift=summary.drift,
+            session_id=summary.session_id,
+            finish_reason=summary.finish_reason,
+            messages=messages,
+            steps=summary.steps,
+            usage=summary.usage,
+            tool_calls=calls,
+            approval_id=summary.approval_id,
+            drift=summary.drift,
         )
 
 
@@ -81,9 +89,14 @@ def pending_from_store(store: CheckpointStore, session_id: str) -> PendingApprov
         return None
     call = pending[0]
     return PendingApproval(
-        approval_id=header.approval_id, session_id=session_id, agent=header.agent or "",
-        tool_name=call.name, tool_call_id=call.id, arguments=call.arguments,
-        requested_at=header.updated_at, remaining_tool_calls=header.remaining_tool_calls or [],
+        approval_id=header.approval_id,
+        session_id=session_id,
+        agent=header.agent or "",
+        tool_name=call.name,
+        tool_call_id=call.id,
+        arguments=call.arguments,
+        requested_at=header.updated_at,
+        remaining_tool_calls=header.remaining_tool_calls or [],
     )
 
 
@@ -104,9 +117,9 @@ def outcome_error(session_id: str, error: Exception) -> Exception:
         if cause.type in TYPED_FAILURES:
             return TYPED_FAILURES[cause.type](cause.message)
         kind = ModelProviderError if cause.type in PROVIDER_FAILURES else RunFailedError
-        return kind(f"run of session {session_id!r} failed: {cause.message}",
-                    session_id=session_id, cause_type=cause.type)
+        return kind(
+            f"run of session {session_id!r} failed: {cause.message}", session_id=session_id, cause_type=cause.type
+        )
     if isinstance(error, WorkflowFailureError):
-        return RunFailedError(f"run of session {session_id!r} failed: {error.cause or error}",
-                              session_id=session_id)
+        return RunFailedError(f"run of session {session_id!r} failed: {error.cause or error}", session_id=session_id)
     return error

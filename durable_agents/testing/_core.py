@@ -28,10 +28,10 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from activities.definitions import ToolContext
-from activities.providers.base import ModelRequest, ModelResponse
-from activities.providers.registry import PROVIDERS, ProviderRegistry
-from checkpoint.stores.base import CheckpointStore
+from durable_agents.activities.definitions import ToolContext
+from durable_agents.activities.providers.base import ModelRequest, ModelResponse
+from durable_agents.activities.providers.registry import PROVIDERS, ProviderRegistry
+from durable_agents.checkpoint.stores.base import CheckpointStore
 
 LOG_DIR_ENV = "DURABLE_AGENTS_TESTING_DIR"
 WINDOW_ENV = "DURABLE_AGENTS_CRASH_WINDOW"
@@ -62,8 +62,9 @@ class CrashWindow(StrEnum):
 _state: dict[str, Any] = {"log_dir": None, "window": None, "store": None}
 
 
-def configure(*, log_dir: str | Path | None = None, window: CrashWindow | str | None = None,
-              store: CheckpointStore | None = None) -> None:
+def configure(
+    *, log_dir: str | Path | None = None, window: CrashWindow | str | None = None, store: CheckpointStore | None = None
+) -> None:
     """Set the log directory, the crash window and the worker's store in this process
     (a worker subprocess started by :class:`WorkerProcess` does this itself)."""
     if log_dir is not None:
@@ -136,13 +137,24 @@ def record_side_effect(tool: str, ctx: ToolContext, event: str, *, safe: bool, *
     store, recorded = _state["store"], None
     if store is not None and event == "start":
         recorded = store.tool_result(ctx.session_id, ctx.tool_call_id) is not None
-    append_record(SIDE_EFFECTS, {"tool": tool, "session": ctx.session_id, "tool_call_id": ctx.tool_call_id,
-                                 "attempt": ctx.attempt, "event": event, "safe": safe,
-                                 "recorded_before": recorded, **extra})
+    append_record(
+        SIDE_EFFECTS,
+        {
+            "tool": tool,
+            "session": ctx.session_id,
+            "tool_call_id": ctx.tool_call_id,
+            "attempt": ctx.attempt,
+            "event": event,
+            "safe": safe,
+            "recorded_before": recorded,
+            **extra,
+        },
+    )
 
 
-async def side_effect_tool(tool: str, ctx: ToolContext, *, safe: bool, seconds: float = 0.0,
-                           **result: Any) -> dict[str, Any]:
+async def side_effect_tool(
+    tool: str, ctx: ToolContext, *, safe: bool, seconds: float = 0.0, **result: Any
+) -> dict[str, Any]:
     """The body of a crash-test tool: log ``start``, work for ``seconds`` (heartbeating,
     with :data:`CrashWindow.DURING_TOOL` armed halfway), log ``end``, return a result
     naming the call and the attempt that produced it."""
@@ -172,9 +184,16 @@ class RecordingProvider:
         if store is not None:
             header = await asyncio.to_thread(store.load_header, request.session_id)
             stored = header is not None and header.message_count > position
-        append_record(PROVIDER_CALLS, {"session": request.session_id, "position": position,
-                                       "step": request.step, "model": f"{self.kind}:{request.model}",
-                                       "stored_before": stored})
+        append_record(
+            PROVIDER_CALLS,
+            {
+                "session": request.session_id,
+                "position": position,
+                "step": request.step,
+                "model": f"{self.kind}:{request.model}",
+                "stored_before": stored,
+            },
+        )
         return await self._inner.generate(request)
 
 

@@ -19,7 +19,7 @@ from typing import TextIO
 from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import Client
 
-from activities.contracts import RunState
+from durable_agents.activities.contracts import RunState
 
 METADATA_QUERY = "__temporal_workflow_metadata"
 QUERY_TIMEOUT = timedelta(seconds=2)
@@ -28,8 +28,15 @@ QUERY_TIMEOUT = timedelta(seconds=2)
 class Progress:
     """``async with Progress(client, session_id, enabled=…):`` around a wait."""
 
-    def __init__(self, temporal: Client, session_id: str, *, enabled: bool = True,
-                 stream: TextIO | None = None, interval: float = 0.5) -> None:
+    def __init__(
+        self,
+        temporal: Client,
+        session_id: str,
+        *,
+        enabled: bool = True,
+        stream: TextIO | None = None,
+        interval: float = 0.5,
+    ) -> None:
         self.temporal = temporal
         self.session_id = session_id
         self.enabled = enabled
@@ -56,8 +63,7 @@ class Progress:
         """Where the run stands now, as one line (None when it cannot be asked)."""
         handle = self.temporal.get_workflow_handle(self.session_id)
         try:
-            meta = await handle.query(METADATA_QUERY, result_type=WorkflowMetadata,
-                                      rpc_timeout=QUERY_TIMEOUT)
+            meta = await handle.query(METADATA_QUERY, result_type=WorkflowMetadata, rpc_timeout=QUERY_TIMEOUT)
             if meta.current_details:
                 return meta.current_details
         except Exception:  # noqa: BLE001 - progress is best effort

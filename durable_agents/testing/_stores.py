@@ -10,11 +10,18 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
-from checkpoint.format import CheckpointHeader, CheckpointStatus, HistoryEntry, Message, Role, SessionSummary
-from checkpoint.stores.base import CheckpointStore
-from checkpoint.stores.sqlite import SqliteStore
-from activities.tools import CANCELLED
-from durable_agents.testing_core import CrashWindow, crash_point, crash_window
+from durable_agents.activities.tools import CANCELLED
+from durable_agents.checkpoint.format import (
+    CheckpointHeader,
+    CheckpointStatus,
+    HistoryEntry,
+    Message,
+    Role,
+    SessionSummary,
+)
+from durable_agents.checkpoint.stores.base import CheckpointStore
+from durable_agents.checkpoint.stores.sqlite import SqliteStore
+from durable_agents.testing._core import CrashWindow, crash_point, crash_window
 
 T = TypeVar("T")
 
@@ -66,8 +73,7 @@ class CrashingSqliteStore(SqliteStore):
     def _write_header(self, header: CheckpointHeader, transcript_id: int) -> None:
         super()._write_header(header, transcript_id)
         if getattr(self._local, "recording", False) and self._db.in_transaction:
-            self._crash(CrashWindow.DURING_CHECKPOINT_WRITE, header.session_id,
-                        message_count=header.message_count)
+            self._crash(CrashWindow.DURING_CHECKPOINT_WRITE, header.session_id, message_count=header.message_count)
 
 
 class StoreUnavailableError(OSError):
@@ -90,9 +96,16 @@ class FailingStore(CheckpointStore):
     ``failures`` lists ``(write number, method)`` of every raised write.
     """
 
-    def __init__(self, inner: CheckpointStore, *, fail_writes: Iterable[int] = (), outage_from: int | None = None,
-                 outage_seconds: float = 0.0, commit_then_fail: bool = False,
-                 methods: Iterable[str] = WRITE_METHODS) -> None:
+    def __init__(
+        self,
+        inner: CheckpointStore,
+        *,
+        fail_writes: Iterable[int] = (),
+        outage_from: int | None = None,
+        outage_seconds: float = 0.0,
+        commit_then_fail: bool = False,
+        methods: Iterable[str] = WRITE_METHODS,
+    ) -> None:
         self.inner = inner
         self.history_limit, self.durable = inner.history_limit, inner.durable
         self.fail_writes, self.methods = set(fail_writes), set(methods)
@@ -132,8 +145,7 @@ class FailingStore(CheckpointStore):
         self._write("append", self.inner.append, header, start, messages)
 
     def record_tool_result(self, session_id: str, message: Message, batch_start: int, batch: list[str]) -> int:
-        return self._write("record_tool_result", self.inner.record_tool_result, session_id, message,
-                           batch_start, batch)
+        return self._write("record_tool_result", self.inner.record_tool_result, session_id, message, batch_start, batch)
 
     def tool_started(self, session_id: str, tool_call_id: str) -> int:
         return self._write("tool_started", self.inner.tool_started, session_id, tool_call_id)
@@ -154,8 +166,9 @@ class FailingStore(CheckpointStore):
     def history(self, session_id: str, limit: int | None = None) -> list[HistoryEntry]:
         return self.inner.history(session_id, limit)
 
-    def list_sessions(self, *, status: CheckpointStatus | None = None,
-                      agent: str | None = None) -> list[SessionSummary]:
+    def list_sessions(
+        self, *, status: CheckpointStatus | None = None, agent: str | None = None
+    ) -> list[SessionSummary]:
         return self.inner.list_sessions(status=status, agent=agent)
 
     def prune(self, older_than: timedelta | datetime) -> int:

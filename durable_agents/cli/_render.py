@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
-from checkpoint.format import Checkpoint, HistoryEntry, Message, Role, SessionSummary, ToolCall
-from checkpoint.transcript import pending_tool_calls
+from durable_agents.checkpoint.format import Checkpoint, HistoryEntry, Message, Role, SessionSummary, ToolCall
+from durable_agents.checkpoint.transcript import pending_tool_calls
 
 _WIDTH = 100
 
@@ -44,8 +44,9 @@ def render_message(message: Message, marks: dict[str, str] | None = None) -> lis
     return lines or ["  assistant  (empty)"]
 
 
-def render_transcript(messages: list[Message], *, start: int = 0, steps: bool = False,
-                      marks: dict[str, str] | None = None) -> str:
+def render_transcript(
+    messages: list[Message], *, start: int = 0, steps: bool = False, marks: dict[str, str] | None = None
+) -> str:
     """``messages[start:]``; with ``steps``, a header before each assistant turn (counted from 1)."""
     lines: list[str] = []
     step = sum(1 for m in messages[:start] if m.role == Role.ASSISTANT)
@@ -63,8 +64,8 @@ def when(moment: datetime | None, *, now: datetime | None = None) -> str:
     if moment is None:
         return "-"
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    now = now or datetime.now(timezone.utc)
+        moment = moment.replace(tzinfo=UTC)
+    now = now or datetime.now(UTC)
     return f"{moment.astimezone().strftime('%Y-%m-%d %H:%M:%S')} ({age(now - moment)} ago)"
 
 
@@ -80,16 +81,19 @@ def age(delta: Any) -> str:
 def pending_lines(pending: Any, *, decide: str | None = None) -> list[str]:
     """A pending approval (``PendingApproval``): the call, what follows, how to decide."""
     call = ToolCall(id=pending.tool_call_id, name=pending.tool_name, arguments=pending.arguments)
-    lines = [f"awaiting approval {pending.approval_id} since {when(pending.requested_at)}:",
-             f"  ⏸ {call_text(call, 200)}"]
+    lines = [
+        f"awaiting approval {pending.approval_id} since {when(pending.requested_at)}:",
+        f"  ⏸ {call_text(call, 200)}",
+    ]
     if getattr(pending, "timeout_at", None):
         lines.append(f"  rejected automatically at {when(pending.timeout_at).split(' (')[0]} if undecided")
     for later in pending.remaining_tool_calls or []:
         lines.append(f"  then: {call_text(later)}")
     if decide:
-        lines += [f"approve: {decide} approve {pending.session_id} --approval-id {pending.approval_id}",
-                  f"reject:  {decide} reject {pending.session_id} --approval-id {pending.approval_id} "
-                  "--note 'why'"]
+        lines += [
+            f"approve: {decide} approve {pending.session_id} --approval-id {pending.approval_id}",
+            f"reject:  {decide} reject {pending.session_id} --approval-id {pending.approval_id} --note 'why'",
+        ]
     return lines
 
 
@@ -136,14 +140,15 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
 
 def sessions_table(sessions: Sequence[SessionSummary]) -> str:
-    rows = [(s.session_id, s.agent, s.status.value, s.step_index, when(s.updated_at), s.approval_id)
-            for s in sessions]
+    rows = [(s.session_id, s.agent, s.status.value, s.step_index, when(s.updated_at), s.approval_id) for s in sessions]
     return table(("SESSION", "AGENT", "STATUS", "STEP", "UPDATED", "PENDING APPROVAL"), rows)
 
 
 def approvals_table(pendings: Sequence[Any]) -> str:
-    rows = [(p.session_id, p.agent, p.tool_name, _args(p.arguments, 40), p.approval_id, when(p.requested_at))
-            for p in pendings]
+    rows = [
+        (p.session_id, p.agent, p.tool_name, _args(p.arguments, 40), p.approval_id, when(p.requested_at))
+        for p in pendings
+    ]
     return table(("SESSION", "AGENT", "TOOL", "ARGUMENTS", "APPROVAL ID", "SINCE"), rows)
 
 
@@ -151,8 +156,7 @@ def history_table(entries: Sequence[HistoryEntry]) -> str:
     rows = []
     for e in entries:
         last = e.checkpoint.messages[-1] if e.checkpoint.messages else None
-        rows.append((e.step, when(e.saved_at), e.status.value, len(e.checkpoint.messages),
-                     _last_line(last)))
+        rows.append((e.step, when(e.saved_at), e.status.value, len(e.checkpoint.messages), _last_line(last)))
     return table(("STEP", "SAVED", "STATUS", "MESSAGES", "LAST MESSAGE"), rows)
 
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import argparse
 
-from checkpoint.compare import compare_trajectories, format_comparison
-from checkpoint.format import CheckpointStatus
-from durable_agents.cli_common import (
+from durable_agents._outcomes import pending_from_store
+from durable_agents.checkpoint.compare import compare_trajectories, format_comparison
+from durable_agents.checkpoint.format import CheckpointStatus
+from durable_agents.cli._common import (
     add_ui_flag,
     command_prefix,
     load_checkpoint,
@@ -21,8 +22,7 @@ from durable_agents.cli_common import (
     ui_link,
     unknown_session,
 )
-from durable_agents.outcomes import pending_from_store
-from durable_agents.render import history_table, render_checkpoint, sessions_table
+from durable_agents.cli._render import history_table, render_checkpoint, sessions_table
 
 STATUSES = [s.value for s in CheckpointStatus]
 

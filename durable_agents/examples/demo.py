@@ -1,7 +1,7 @@
 """`durable-agents demo`: the example agent, end to end, on the embedded server.
 
 It starts the Temporal dev server (with its UI) and a worker process, then:
-1. runs the ``booker`` agent (``durable_agents.example``) on the offline
+1. runs the ``booker`` agent (``durable_agents.examples.booker``) on the offline
    ``scripted:`` model: two weather lookups, then a booking that pauses for a
    human's approval, approved here as the human would from the CLI;
 2. sends a follow-up whose tool is slow, kills the worker with SIGKILL while
@@ -22,18 +22,30 @@ import sys
 import time
 from pathlib import Path
 
-from durable_agents import example
+from durable_agents.examples import booker as example
 
 DEMO_DIR = Path(os.environ.get("DURABLE_AGENTS_DEMO_DIR", ".durable-agents/demo"))
 OUTBOX = example.OUTBOX
-AGENT_SPEC = "durable_agents.example:booker"
+AGENT_SPEC = "durable_agents.examples.booker:booker"
 
 
 def _worker_process(address: str, store_url: str, log: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, "-m", "durable_agents.cli", "--address", address, "--store", store_url,
-         "worker", "--agent", AGENT_SPEC],
-        stdout=log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True,
+        [
+            sys.executable,
+            "-m",
+            "durable_agents.cli",
+            "--address",
+            address,
+            "--store",
+            store_url,
+            "worker",
+            "--agent",
+            AGENT_SPEC,
+        ],
+        stdout=log.open("ab"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
 
 
@@ -56,7 +68,7 @@ async def _wait_for_sending(timeout: float) -> bool:
 
 
 async def _book(client, session: str, model: str | None) -> None:
-    from durable_agents.render import render_transcript
+    from durable_agents.cli._render import render_transcript
 
     ask = "Book a table for 2 tonight, Paris or Rome, wherever it stays dry."
     print(f"\n① {session}: {ask!r}")
@@ -64,8 +76,10 @@ async def _book(client, session: str, model: str | None) -> None:
     result = await client.send("booker", ask, session_id=session, model=model)
     elapsed = time.perf_counter() - started
     print(render_transcript(result.messages))
-    print(f"  → {result.finish_reason} after {result.steps} model turns, {len(result.tool_calls)} tool calls, "
-          f"{elapsed * 1000:.0f} ms ({elapsed * 1000 / max(result.steps, 1):.0f} ms/step, worker warm-up included)")
+    print(
+        f"  → {result.finish_reason} after {result.steps} model turns, {len(result.tool_calls)} tool calls, "
+        f"{elapsed * 1000:.0f} ms ({elapsed * 1000 / max(result.steps, 1):.0f} ms/step, worker warm-up included)"
+    )
     if result.finish_reason == "awaiting-approval":
         pending = await client.pending_approval(session)
         print(f"  ⏸ {pending.tool_name}({pending.arguments}) waits for approval {pending.approval_id}")
@@ -76,10 +90,9 @@ async def _book(client, session: str, model: str | None) -> None:
 
 
 async def _crash_and_resume(client, server, worker, session: str, store_url: str, log: Path, model):
-    from durable_agents.render import render_transcript
+    from durable_agents.cli._render import render_transcript
 
-    print("\n② Follow-up 'Email me the confirmation': the email tool is slow; "
-          "the worker will be killed while it runs.")
+    print("\n② Follow-up 'Email me the confirmation': the email tool is slow; the worker will be killed while it runs.")
     await client.start("booker", "Email me the confirmation.", session_id=session, model=model)
     if await _wait_for_sending(60):
         os.killpg(worker.pid, signal.SIGKILL)
@@ -93,27 +106,34 @@ async def _crash_and_resume(client, server, worker, session: str, store_url: str
     events = [json.loads(line) for line in OUTBOX.read_text().splitlines()] if OUTBOX.exists() else []
     sent = [e for e in events if e["event"] == "sent"]
     attempts = [e["attempt"] for e in events if e["event"] == "sending"]
-    print(f"  → {result.finish_reason}; email attempts {attempts}, emails sent: {len(sent)}"
-          + (f" (idempotency key {sent[0]['key']})" if sent else ""))
+    print(
+        f"  → {result.finish_reason}; email attempts {attempts}, emails sent: {len(sent)}"
+        + (f" (idempotency key {sent[0]['key']})" if sent else "")
+    )
     return worker
 
 
 async def _fork_and_compare(client, session: str) -> str:
-    from checkpoint.compare import compare_trajectories
-    from checkpoint.fork import Patch, ToolResultPatch
-    from durable_agents.render import render_transcript
+    from durable_agents.checkpoint.compare import compare_trajectories
+    from durable_agents.checkpoint.fork import Patch, ToolResultPatch
+    from durable_agents.cli._render import render_transcript
 
     source = client.store.load(session)
     rome = next(c for m in source.messages for c in (m.tool_calls or []) if c.arguments.get("city") == "Rome")
     print(f"\n③ Fork at step 1: what if Rome's forecast ({rome.id}) had been rain?")
-    made = await client.fork(session, 1, Patch(tool_result=ToolResultPatch(
-        tool_call_id=rome.id, result={"city": "Rome", "forecast": "rain"})))
+    made = await client.fork(
+        session,
+        1,
+        Patch(tool_result=ToolResultPatch(tool_call_id=rome.id, result={"city": "Rome", "forecast": "rain"})),
+    )
     forked = await client.resume(made.session_id)
     print(render_transcript(forked.messages[-3:]))
     cmp = compare_trajectories(client.store.load(session), client.store.load(made.session_id))
     steps = cmp.drift.step_count
-    print(f"  → fork {made.session_id}: {forked.finish_reason}; diverged at step {cmp.diverged_at}"
-          + (f", {steps.a} vs {steps.b} steps" if steps else ""))
+    print(
+        f"  → fork {made.session_id}: {forked.finish_reason}; diverged at step {cmp.diverged_at}"
+        + (f", {steps.a} vs {steps.b} steps" if steps else "")
+    )
     return made.session_id
 
 

@@ -1,4 +1,4 @@
-"""The example agent of the demo: `durable_agents.example:booker`.
+"""The example agent of the demo: `durable_agents.examples.booker:booker`.
 
 On the offline ``scripted:booker-demo`` model it behaves like a small
 planner: it checks the weather in two cities, books (with a human's
@@ -17,9 +17,9 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from activities.definitions import Agent, ToolContext, tool
-from activities.providers.scripted import ScriptedToolCall, ScriptedTurn, register_script
-from checkpoint.format import Message, Role
+from durable_agents.activities.definitions import Agent, ToolContext, tool
+from durable_agents.activities.providers.scripted import ScriptedToolCall, ScriptedTurn, register_script
+from durable_agents.checkpoint.format import Message, Role
 
 OUTBOX = Path(os.environ.get("DURABLE_AGENTS_DEMO_DIR", ".durable-agents/demo")) / "outbox.jsonl"
 CITIES = ("Paris", "Rome")
@@ -50,8 +50,7 @@ async def get_weather(args: CityArgs, ctx: ToolContext) -> dict:
 async def book_table(args: BookingArgs, ctx: ToolContext) -> dict:
     """Book a restaurant table. A side effect: a human approves it, and it runs at most once."""
     code = hashlib.sha256(f"{ctx.session_id}/{ctx.tool_call_id}".encode()).hexdigest()[:6].upper()
-    return {"confirmation": f"BK-{code}", "restaurant": args.restaurant,
-            "city": args.city, "people": args.people}
+    return {"confirmation": f"BK-{code}", "restaurant": args.restaurant, "city": args.city, "people": args.people}
 
 
 @tool(safe_to_retry=True, heartbeat_timeout=2.0)
@@ -85,26 +84,40 @@ def plan(messages: list[Message]) -> ScriptedTurn:
     """The scripted model's next turn, from what the transcript shows."""
     last = messages[-1]
     if last.role == Role.USER and "email" in (last.content or "").lower():
-        return ScriptedTurn(text="Sending the confirmation now.", tool_calls=[ScriptedToolCall(
-            name="send_email", arguments={"to": "you@example.com", "subject": "Your table tonight"})])
+        return ScriptedTurn(
+            text="Sending the confirmation now.",
+            tool_calls=[
+                ScriptedToolCall(
+                    name="send_email", arguments={"to": "you@example.com", "subject": "Your table tonight"}
+                )
+            ],
+        )
     if last.role == Role.TOOL and last.tool_name == "send_email":
         return ScriptedTurn(text="The confirmation email is on its way.")
     weather = _results(messages, "get_weather")
     if not weather:
-        return ScriptedTurn(text="Let me check tonight's weather in both cities.", tool_calls=[
-            ScriptedToolCall(name="get_weather", arguments={"city": c}) for c in CITIES])
+        return ScriptedTurn(
+            text="Let me check tonight's weather in both cities.",
+            tool_calls=[ScriptedToolCall(name="get_weather", arguments={"city": c}) for c in CITIES],
+        )
     booking = _results(messages, "book_table")
     if booking:
         if "error" in booking[-1]:
             return ScriptedTurn(text=f"I did not book: {booking[-1].get('note', booking[-1]['error'])}.")
         b = booking[-1]
-        return ScriptedTurn(text=f"Booked a table for {b['people']} at {b['restaurant']} in {b['city']} "
-                                 f"tonight (confirmation {b['confirmation']}).")
+        return ScriptedTurn(
+            text=f"Booked a table for {b['people']} at {b['restaurant']} in {b['city']} "
+            f"tonight (confirmation {b['confirmation']})."
+        )
     dry = [w["city"] for w in weather if w.get("forecast") == "clear"]
     if not dry:
         return ScriptedTurn(text="Rain everywhere tonight: I did not book. Shall I look for a covered terrace?")
-    return ScriptedTurn(text=f"{dry[0]} stays dry: booking there.", tool_calls=[ScriptedToolCall(
-        name="book_table", arguments={"city": dry[0], "restaurant": "Da Enzo", "people": 2})])
+    return ScriptedTurn(
+        text=f"{dry[0]} stays dry: booking there.",
+        tool_calls=[
+            ScriptedToolCall(name="book_table", arguments={"city": dry[0], "restaurant": "Da Enzo", "people": 2})
+        ],
+    )
 
 
 register_script("booker-demo", plan)

@@ -27,7 +27,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from durable_agents.testing_core import KILLS, LOG_DIR_ENV, WINDOW_ENV, CrashWindow, read_records
+from durable_agents.testing._core import KILLS, LOG_DIR_ENV, WINDOW_ENV, CrashWindow, read_records
 
 
 class WorkerProcess:
@@ -40,10 +40,20 @@ class WorkerProcess:
     after each kill); ``None`` keeps the default.
     """
 
-    def __init__(self, agents: Sequence[str], *, address: str, store_url: str, task_queue: str,
-                 log_dir: str | Path, crash_window: CrashWindow | str | None = None,
-                 namespace: str | None = None, cwd: str | Path | None = None,
-                 sticky_timeout: float | None = 1.0, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        agents: Sequence[str],
+        *,
+        address: str,
+        store_url: str,
+        task_queue: str,
+        log_dir: str | Path,
+        crash_window: CrashWindow | str | None = None,
+        namespace: str | None = None,
+        cwd: str | Path | None = None,
+        sticky_timeout: float | None = 1.0,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.agents, self.address, self.store_url = list(agents), address, store_url
         self.task_queue, self.namespace = task_queue, namespace
         self.log_dir = Path(log_dir)
@@ -55,8 +65,20 @@ class WorkerProcess:
         self.exit_codes: list[int] = []
 
     def command(self) -> list[str]:
-        cmd = [sys.executable, "-m", "durable_agents.testing", "worker", "--address", self.address,
-               "--store", self.store_url, "--task-queue", self.task_queue, "--log-dir", str(self.log_dir)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "durable_agents.testing",
+            "worker",
+            "--address",
+            self.address,
+            "--store",
+            self.store_url,
+            "--task-queue",
+            self.task_queue,
+            "--log-dir",
+            str(self.log_dir),
+        ]
         for spec in self.agents:
             cmd += ["--agent", spec]
         if self.namespace:
@@ -82,8 +104,15 @@ class WorkerProcess:
         env = {**os.environ, **self.env, LOG_DIR_ENV: str(self.log_dir)}
         env.pop(WINDOW_ENV, None)
         with self.log_path.open("ab") as log:
-            self.proc = subprocess.Popen(self.command(), cwd=self.cwd, env=env, stdin=subprocess.DEVNULL,
-                                         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            self.proc = subprocess.Popen(
+                self.command(),
+                cwd=self.cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         self.pids.append(self.proc.pid)
         return self
 
@@ -109,8 +138,11 @@ class WorkerProcess:
 
         identity = f"{self.pid}@{socket.gethostname()}"
         for kind in (TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW, TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY):
-            resp = await client.workflow_service.describe_task_queue(DescribeTaskQueueRequest(
-                namespace=client.namespace, task_queue=TaskQueue(name=self.task_queue), task_queue_type=kind))
+            resp = await client.workflow_service.describe_task_queue(
+                DescribeTaskQueueRequest(
+                    namespace=client.namespace, task_queue=TaskQueue(name=self.task_queue), task_queue_type=kind
+                )
+            )
             if identity not in {p.identity for p in resp.pollers}:
                 return False
         return True
@@ -178,11 +210,11 @@ class WorkerProcess:
 # -- the subprocess -------------------------------------------------------------------
 async def _serve(args: argparse.Namespace) -> None:
     import durable_agents.worker as worker_module
-    from checkpoint.stores import SqliteStore, open_store
+    from durable_agents._loading import load_agents
+    from durable_agents.checkpoint.stores import SqliteStore, open_store
     from durable_agents.connection import connect
-    from durable_agents.loading import load_agents
-    from durable_agents.testing_core import configure, recording_providers
-    from durable_agents.testing_stores import CrashingSqliteStore
+    from durable_agents.testing._core import configure, recording_providers
+    from durable_agents.testing._stores import CrashingSqliteStore
 
     configure(log_dir=args.log_dir, window=args.crash_window or "")
     store = open_store(args.store)
@@ -195,11 +227,14 @@ async def _serve(args: argparse.Namespace) -> None:
     agents = [a for spec in args.agent for a in load_agents(spec)]
     client = await connect(args.address, args.namespace)
     options = {"sticky_queue_timeout": timedelta(seconds=args.sticky_timeout)} if args.sticky_timeout else {}
-    worker = worker_module.build_worker(client, agents=agents, store=store, task_queue=args.task_queue,
-                                        providers=recording_providers(), **options)
+    worker = worker_module.build_worker(
+        client, agents=agents, store=store, task_queue=args.task_queue, providers=recording_providers(), **options
+    )
     async with worker:
-        print(f"ready pid={os.getpid()} agents={','.join(a.name for a in agents)} "
-              f"window={args.crash_window or '-'}", flush=True)
+        print(
+            f"ready pid={os.getpid()} agents={','.join(a.name for a in agents)} window={args.crash_window or '-'}",
+            flush=True,
+        )
         await asyncio.Event().wait()
 
 
