@@ -1,41 +1,23 @@
-"""All I/O of a run: model providers, tool execution, checkpoint writes."""
+"""All I/O of a run: model providers, tool execution, checkpoint writes.
+
+``build_activities`` (the activity callables a worker registers) loads the
+providers and their SDKs on first use; importing ``contracts`` or
+``definitions`` alone does not.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from durable_agents.activities.approvals import ApprovalActivities
-from durable_agents.activities.deps import ActivityDeps
-from durable_agents.activities.fork import ForkActivities
-from durable_agents.activities.model import ModelActivities
-from durable_agents.activities.providers.registry import ProviderRegistry
-from durable_agents.activities.session import SessionActivities
-from durable_agents.activities.tools import ToolActivities
-from durable_agents.checkpoint.stores.base import CheckpointStore
+if TYPE_CHECKING:
+    from durable_agents.activities.worker_activities import build_activities
+
+__all__ = ["build_activities"]
 
 
-def build_activities(
-    store: CheckpointStore,
-    agents: Mapping[str, Any],
-    providers: ProviderRegistry | None = None,
-) -> list[Callable[..., Any]]:
-    """The activity callables a worker registers, bound to one store and agent set."""
-    deps = ActivityDeps(store=store, agents=agents, providers=providers or ProviderRegistry())
-    session = SessionActivities(deps)
-    approvals = ApprovalActivities(deps)
-    return [
-        approvals.check_approvals,
-        approvals.pause_for_approval,
-        approvals.record_decision,
-        session.begin_run,
-        session.append_input,
-        session.finish_run,
-        session.abort_run,
-        ModelActivities(deps).model_turn,
-        ToolActivities(deps).execute_tool,
-        ForkActivities(deps).fork_session,
-    ]
+def __getattr__(name: str) -> Any:
+    if name != "build_activities":
+        raise AttributeError(f"module 'durable_agents.activities' has no attribute {name!r}")
+    from durable_agents.activities.worker_activities import build_activities
 
-
-__all__ = ["ActivityDeps", "ProviderRegistry", "build_activities"]
+    return build_activities

@@ -10,7 +10,7 @@ import inspect
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_type_hints
+from typing import Any, Literal, TypeVar, get_type_hints, overload
 
 from pydantic import BaseModel
 from temporalio import activity
@@ -46,6 +46,8 @@ class ToolContext:
 
 
 ToolFn = Callable[[Any, ToolContext], Awaitable[Any]]
+ArgsT = TypeVar("ArgsT", bound=BaseModel)
+ApprovalRule = bool | Callable[[Any, ToolContext], bool]
 
 
 @dataclass(frozen=True)
@@ -54,7 +56,7 @@ class Tool:
     fn: ToolFn
     input_model: type[BaseModel]
     description: str = ""
-    needs_approval: bool | Callable[[Any, ToolContext], bool] = False
+    needs_approval: ApprovalRule = False
     safe_to_retry: bool = False
     timeout_seconds: float = 300.0
     heartbeat_seconds: float = 10.0
@@ -78,17 +80,35 @@ class Tool:
         )
 
 
+@overload
+def tool(fn: Callable[[ArgsT, ToolContext], Awaitable[Any]], /) -> Tool: ...
+
+
+@overload
 def tool(
-    fn: ToolFn | None = None,
     *,
     name: str | None = None,
     description: str | None = None,
-    needs_approval: bool | Callable[[Any, ToolContext], bool] = False,
+    needs_approval: ApprovalRule = False,
     safe_to_retry: bool = False,
     timeout: float = 300.0,
     heartbeat_timeout: float = 10.0,
     approval_timeout: float | None = None,
-) -> Any:
+) -> Callable[[Callable[[ArgsT, ToolContext], Awaitable[Any]]], Tool]: ...
+
+
+def tool(
+    fn: ToolFn | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    needs_approval: ApprovalRule = False,
+    safe_to_retry: bool = False,
+    timeout: float = 300.0,
+    heartbeat_timeout: float = 10.0,
+    approval_timeout: float | None = None,
+) -> Tool | Callable[[ToolFn], Tool]:
     """Turn ``async def f(args: Model, ctx: ToolContext) -> Model | JSON`` into a tool.
 
     ``safe_to_retry=True`` declares the tool may run again after a crash lost

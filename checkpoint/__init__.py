@@ -1,8 +1,14 @@
 """Engine-independent checkpoints: the format, the stores, history.
 
 This package imports neither Temporal nor any LLM SDK: a run's stored record
-can be read, listed and compared with it alone.
+can be read, listed and compared with it alone. The format and errors load
+with the package; the stores (``sqlite3``, ``psycopg``) load on first use.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from durable_agents.checkpoint.errors import (
     CheckpointNotFoundError,
@@ -27,15 +33,30 @@ from durable_agents.checkpoint.format import (
     ToolSpec,
     Usage,
 )
-from durable_agents.checkpoint.stores import (
-    DEFAULT_STORE_URL,
-    CheckpointStore,
-    FileStore,
-    MemoryStore,
-    PostgresStore,
-    SqliteStore,
-    get_checkpoint_history,
-    open_store,
+
+if TYPE_CHECKING:
+    from durable_agents.checkpoint.stores import (
+        DEFAULT_STORE_URL,
+        CheckpointStore,
+        FileStore,
+        MemoryStore,
+        PostgresStore,
+        SqliteStore,
+        get_checkpoint_history,
+        open_store,
+    )
+
+_STORE_NAMES = frozenset(
+    {
+        "DEFAULT_STORE_URL",
+        "CheckpointStore",
+        "FileStore",
+        "MemoryStore",
+        "PostgresStore",
+        "SqliteStore",
+        "get_checkpoint_history",
+        "open_store",
+    }
 )
 
 __all__ = [
@@ -67,3 +88,15 @@ __all__ = [
     "get_checkpoint_history",
     "open_store",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _STORE_NAMES:
+        raise AttributeError(f"module 'durable_agents.checkpoint' has no attribute {name!r}")
+    value = getattr(importlib.import_module("durable_agents.checkpoint.stores"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

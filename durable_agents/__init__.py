@@ -1,30 +1,83 @@
 """durable-agents: LLM agents that run durably on Temporal.
 
-Define agents and tools, build a worker, start runs with ``AgentClient``.
+Define agents and tools, build a worker, start runs with ``AgentClient``::
+
+    from durable_agents import Agent, AgentClient, ToolContext, build_worker, tool
+
+Names are imported on first use, so ``import durable_agents.checkpoint`` (or the
+workflow contracts) loads neither the LLM SDKs nor the stores.
 """
 
-from durable_agents._outcomes import RunResult
-from durable_agents.activities.contracts import ApprovalDecision, PendingApproval
-from durable_agents.activities.definitions import Agent, Tool, ToolContext, tool
-from durable_agents.activities.providers.scripted import ScriptedToolCall, ScriptedTurn, register_script
-from durable_agents.checkpoint.format import CheckpointStatus, FinishReason, Message, ToolCall, Usage
-from durable_agents.client import AgentClient
-from durable_agents.connection import DEFAULT_TASK_QUEUE, connect
-from durable_agents.errors import (
-    AgentDriftError,
-    ApprovalNotPendingError,
-    CheckpointNotFoundError,
-    ConfigurationError,
-    DurableAgentsError,
-    ModelProviderError,
-    ResumeToolMissingError,
-    RunFailedError,
-    SessionAwaitingApprovalError,
-    SessionBusyError,
-    StoreCorruptError,
-    ToolDurabilityError,
-)
-from durable_agents.worker import build_worker
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from durable_agents.activities.contracts import ApprovalDecision, PendingApproval
+    from durable_agents.activities.definitions import Agent, Tool, ToolContext, tool
+    from durable_agents.activities.providers.scripted import ScriptedToolCall, ScriptedTurn, register_script
+    from durable_agents.checkpoint.fork import Patch
+    from durable_agents.checkpoint.format import CheckpointStatus, FinishReason, Message, ToolCall, Usage
+    from durable_agents.client import AgentClient
+    from durable_agents.connection import DEFAULT_TASK_QUEUE, connect
+    from durable_agents.errors import (
+        AgentDriftError,
+        ApprovalNotPendingError,
+        CheckpointNotFoundError,
+        ConfigurationError,
+        DurableAgentsError,
+        FailureType,
+        ModelProviderError,
+        ResumeToolMissingError,
+        RunFailedError,
+        SessionAwaitingApprovalError,
+        SessionBusyError,
+        StoreCorruptError,
+        StoreUnavailableError,
+        ToolDurabilityError,
+    )
+    from durable_agents.plugin import DurableAgentsPlugin
+    from durable_agents.result import RunResult
+    from durable_agents.worker import build_worker
+
+_EXPORTS: dict[str, str] = {
+    "DEFAULT_TASK_QUEUE": "durable_agents.connection",
+    "Agent": "durable_agents.activities.definitions",
+    "AgentClient": "durable_agents.client",
+    "AgentDriftError": "durable_agents.errors",
+    "ApprovalDecision": "durable_agents.activities.contracts",
+    "ApprovalNotPendingError": "durable_agents.errors",
+    "CheckpointNotFoundError": "durable_agents.errors",
+    "CheckpointStatus": "durable_agents.checkpoint.format",
+    "ConfigurationError": "durable_agents.errors",
+    "DurableAgentsError": "durable_agents.errors",
+    "DurableAgentsPlugin": "durable_agents.plugin",
+    "FailureType": "durable_agents.errors",
+    "FinishReason": "durable_agents.checkpoint.format",
+    "Message": "durable_agents.checkpoint.format",
+    "ModelProviderError": "durable_agents.errors",
+    "Patch": "durable_agents.checkpoint.fork",
+    "PendingApproval": "durable_agents.activities.contracts",
+    "ResumeToolMissingError": "durable_agents.errors",
+    "RunFailedError": "durable_agents.errors",
+    "RunResult": "durable_agents.result",
+    "ScriptedToolCall": "durable_agents.activities.providers.scripted",
+    "ScriptedTurn": "durable_agents.activities.providers.scripted",
+    "SessionAwaitingApprovalError": "durable_agents.errors",
+    "SessionBusyError": "durable_agents.errors",
+    "StoreCorruptError": "durable_agents.errors",
+    "StoreUnavailableError": "durable_agents.errors",
+    "Tool": "durable_agents.activities.definitions",
+    "ToolCall": "durable_agents.checkpoint.format",
+    "ToolContext": "durable_agents.activities.definitions",
+    "ToolDurabilityError": "durable_agents.errors",
+    "Usage": "durable_agents.checkpoint.format",
+    "build_worker": "durable_agents.worker",
+    "connect": "durable_agents.connection",
+    "register_script": "durable_agents.activities.providers.scripted",
+    "tool": "durable_agents.activities.definitions",
+}
 
 __all__ = [
     "DEFAULT_TASK_QUEUE",
@@ -37,9 +90,12 @@ __all__ = [
     "CheckpointStatus",
     "ConfigurationError",
     "DurableAgentsError",
+    "DurableAgentsPlugin",
+    "FailureType",
     "FinishReason",
     "Message",
     "ModelProviderError",
+    "Patch",
     "PendingApproval",
     "ResumeToolMissingError",
     "RunFailedError",
@@ -49,6 +105,7 @@ __all__ = [
     "SessionAwaitingApprovalError",
     "SessionBusyError",
     "StoreCorruptError",
+    "StoreUnavailableError",
     "Tool",
     "ToolCall",
     "ToolContext",
@@ -59,3 +116,23 @@ __all__ = [
     "register_script",
     "tool",
 ]
+
+try:
+    from importlib.metadata import version as _version
+
+    __version__ = _version("durable-agents")
+except Exception:  # noqa: BLE001 - running from a source tree that is not installed
+    __version__ = "0+unknown"
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'durable_agents' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

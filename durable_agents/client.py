@@ -40,7 +40,7 @@ from durable_agents.errors import (
 from durable_agents.workflows import FORK_WORKFLOW
 from durable_agents.workflows.contracts import AGENT_RUN_WORKFLOW, AgentRunInput, Outcome, RunSummary
 
-__all__ = ["AgentClient", "RunResult"]
+__all__ = ["AgentClient"]
 
 
 class AgentClient:

@@ -14,15 +14,19 @@ from typing import Any
 
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.converter import PayloadCodec
+from temporalio.converter import DataConverter, PayloadCodec
 from temporalio.envconfig import ClientConfig
 
 from durable_agents.checkpoint.errors import ConfigurationError
+from durable_agents.plugin import DurableAgentsPlugin
+
+__all__ = ["DEFAULT_TASK_QUEUE", "connect"]
 
 DEFAULT_TASK_QUEUE = "durable-agents"
 
 
-def data_converter(codec: PayloadCodec | None = None) -> Any:
+def data_converter(codec: PayloadCodec | None = None) -> DataConverter:
+    """The pydantic data converter, with ``codec`` when given."""
     if codec is None:
         return pydantic_data_converter
     return dataclasses.replace(pydantic_data_converter, payload_codec=codec)
@@ -42,7 +46,7 @@ async def connect(
         config["namespace"] = namespace
     config.setdefault("target_host", "localhost:7233")
     try:
-        return await Client.connect(**config, data_converter=data_converter(codec))
+        return await Client.connect(**config, data_converter=data_converter(codec), plugins=[DurableAgentsPlugin()])
     except RuntimeError as e:
         reason = "connection refused" if "refused" in str(e).lower() else str(e)
         raise ConfigurationError(

@@ -66,6 +66,17 @@ def _port_or_free(host: str, port: int) -> int:
             return free_port(host)
 
 
+def _check_port_free(host: str, port: int, what: str, flag: str) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, port))
+        except OSError as e:
+            raise ConfigurationError(
+                f"cannot start the Temporal dev server: {what} port {port} on {host} is in use "
+                f"({e.strerror or e}); pick another with {flag}, or stop what listens there"
+            ) from e
+
+
 def _find_binary(name: str) -> Path:
     exe = name + (".exe" if os.name == "nt" else "")
     for folder in (Path(sys.executable).parent, Path(sysconfig.get_path("scripts"))):
@@ -157,9 +168,13 @@ class DevServer:
             return
         if self.port is None:
             self.port = _port_or_free(self.host, 7233)
+        else:
+            _check_port_free(self.host, self.port, "its", "--port")
         if self.ui and self.ui_port is None:
             near = self.port + 1000
             self.ui_port = _port_or_free(self.host, near) if near < 65536 else free_port(self.host)
+        elif self.ui and self.ui_port is not None:
+            _check_port_free(self.host, self.ui_port, "the UI's", "--ui-port")
         if self.db_file is not None:
             self.db_file = Path(self.db_file)
             self.db_file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)

@@ -1,9 +1,18 @@
 """Shared fixtures: one real Temporal dev server per test session, fresh task
-queues per test, real SQLite stores in tmp dirs."""
+queues per test, real SQLite stores in tmp dirs.
+
+The suite imports the installed names only (``durable_agents.checkpoint``…):
+the repository's folders ``checkpoint/``, ``activities/``, ``workflows/`` would
+also import under their bare names from the repository root, and a file
+imported under two names is two modules with two sets of classes. The guard
+below fails the session if anything imports a bare name.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import importlib.abc
+import sys
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
@@ -15,6 +24,45 @@ from durable_agents import Agent, AgentClient, build_worker
 from durable_agents.checkpoint import SqliteStore
 from durable_agents.connection import data_converter
 from durable_agents.devserver import SEARCH_ATTRIBUTES, find_temporal_binary
+
+BARE_NAMES = frozenset({"checkpoint", "activities", "workflows"})
+bare_imports: list[str] = []
+
+
+class _BareNameGuard(importlib.abc.MetaPathFinder):
+    """Records (and refuses) any import of a bare folder name."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname.partition(".")[0] in BARE_NAMES:
+            bare_imports.append(fullname)
+            raise ImportError(f"bare {fullname!r} imported: use durable_agents.{fullname}")
+        return None
+
+
+sys.meta_path.insert(0, _BareNameGuard())
+
+
+SERVER_FIXTURES = frozenset({"env", "skipping", "cli", "make_worker", "postgres_url", "bins"})
+"""Fixtures that start a Temporal server, PostgreSQL or worker processes."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tiers: a test that needs no server or process of its own is ``unit``
+    (``pytest -m unit``); modules that start processes themselves say
+    ``pytestmark = pytest.mark.integration``."""
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        needs_server = bool(SERVER_FIXTURES & set(getattr(item, "fixturenames", ())))
+        needs_server = needs_server or "postgres" in params.values()
+        if not needs_server and item.get_closest_marker("integration") is None:
+            item.add_marker(pytest.mark.unit)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    leaked = sorted({*bare_imports, *(m for m in sys.modules if m.partition(".")[0] in BARE_NAMES)})
+    if leaked:
+        session.config.get_terminal_writer().line(f"bare module names imported: {leaked}", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture(scope="session")

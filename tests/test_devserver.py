@@ -27,6 +27,8 @@ from durable_agents.devserver import (
     free_port,
 )
 
+pytestmark = pytest.mark.integration
+
 KINDS = {
     "Keyword": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
     "Int": IndexedValueType.INDEXED_VALUE_TYPE_INT,
@@ -108,7 +110,8 @@ def test_start_failure_is_a_clear_error(tmp_path: Path):
         with pytest.raises(ConfigurationError, match="Temporal dev server") as info:
             srv.start()
     assert not srv.running
-    assert str(port) in str(info.value) or "address" in str(info.value).lower()
+    assert f"port {port} on 127.0.0.1 is in use" in str(info.value)
+    assert "--port" in str(info.value)
 
 
 def test_free_port_is_bindable():

@@ -9,10 +9,8 @@ from pathlib import Path
 import pytest
 from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
-from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-from durable_agents.connection import data_converter
-from durable_agents.worker import PASSTHROUGH
+from durable_agents.plugin import DurableAgentsPlugin
 from durable_agents.workflows import ALL_WORKFLOWS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -21,13 +19,7 @@ HISTORIES = sorted((ROOT / "tests" / "histories").glob("*.json"))
 
 @pytest.mark.parametrize("path", HISTORIES, ids=[p.stem for p in HISTORIES])
 async def test_recorded_history_replays(path: Path):
-    replayer = Replayer(
-        workflows=ALL_WORKFLOWS,
-        data_converter=data_converter(),
-        workflow_runner=SandboxedWorkflowRunner(
-            restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH)
-        ),
-    )
+    replayer = Replayer(workflows=ALL_WORKFLOWS, plugins=[DurableAgentsPlugin()])
     history = WorkflowHistory.from_json(path.stem, path.read_text())
     result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
     assert result.replay_failure is None, f"{path.name}: {result.replay_failure}"
@@ -37,12 +29,21 @@ def test_there_are_recorded_histories():
     assert len(HISTORIES) >= 3
 
 
+# Activity classes are imported for typed references only (never run in the workflow).
 ALLOWED_IMPORTS = {
     "__future__",
     "asyncio",
+    "collections.abc",
+    "typing",
     "datetime",
     "temporalio",
     "durable_agents.activities.contracts",
+    "durable_agents.activities.approvals",
+    "durable_agents.activities.fork",
+    "durable_agents.activities.model",
+    "durable_agents.activities.session",
+    "durable_agents.activities.tools",
+    "durable_agents.checkpoint.errors",
     "durable_agents.checkpoint.fingerprint",
     "durable_agents.checkpoint.format",
     "durable_agents.workflows",

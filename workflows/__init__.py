@@ -1,10 +1,27 @@
-"""Deterministic workflow code only: no I/O, clocks, randomness or SDK clients."""
+"""Deterministic workflow code only: no I/O, clocks, randomness or SDK clients.
 
-from durable_agents.workflows.agent_run import AgentRunWorkflow
-from durable_agents.workflows.contracts import AGENT_RUN_WORKFLOW, AgentRunInput, ResumePoint, RunSummary
-from durable_agents.workflows.fork import FORK_WORKFLOW, ForkSessionWorkflow
+The contracts (names, inputs, results) load with the package; the workflow
+classes, which reference the activities, load on first use.
+"""
 
-ALL_WORKFLOWS = [AgentRunWorkflow, ForkSessionWorkflow]
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from durable_agents.workflows.contracts import (
+    AGENT_RUN_WORKFLOW,
+    FORK_WORKFLOW,
+    AgentRunInput,
+    ResumePoint,
+    RunSummary,
+)
+
+if TYPE_CHECKING:
+    from durable_agents.workflows.agent_run import AgentRunWorkflow
+    from durable_agents.workflows.fork import ForkSessionWorkflow
+
+ALL_WORKFLOWS: list[type]
+"""Every workflow a durable-agents worker registers."""
 
 __all__ = [
     "AGENT_RUN_WORKFLOW",
@@ -16,3 +33,18 @@ __all__ = [
     "ResumePoint",
     "RunSummary",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in ("AgentRunWorkflow", "ForkSessionWorkflow", "ALL_WORKFLOWS"):
+        raise AttributeError(f"module 'durable_agents.workflows' has no attribute {name!r}")
+    from durable_agents.workflows.agent_run import AgentRunWorkflow
+    from durable_agents.workflows.fork import ForkSessionWorkflow
+
+    found = {
+        "AgentRunWorkflow": AgentRunWorkflow,
+        "ForkSessionWorkflow": ForkSessionWorkflow,
+        "ALL_WORKFLOWS": [AgentRunWorkflow, ForkSessionWorkflow],
+    }
+    globals().update(found)
+    return found[name]

@@ -10,31 +10,50 @@ decisions; ``wait_outcome`` (update) returns the run's next pause or its end;
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
+from typing import Any, TypeVar
 
 from temporalio import workflow
+from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_exception
 from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
     import durable_agents.activities.contracts as c
-    from durable_agents.checkpoint.format import FinishReason, RunConfig, ToolCall
+    from durable_agents.activities.approvals import ApprovalActivities
+    from durable_agents.activities.model import ModelActivities
+    from durable_agents.activities.session import SessionActivities
+    from durable_agents.activities.tools import ToolActivities
+    from durable_agents.checkpoint.format import CheckpointStatus, FinishReason, Message, RunConfig, ToolCall, ToolSpec
     from durable_agents.workflows import options, search
     from durable_agents.workflows.approvals import ApprovalGate
-    from durable_agents.workflows.contracts import AGENT_RUN_WORKFLOW, AgentRunInput, Outcome, ResumePoint, RunSummary
+    from durable_agents.workflows.contracts import (
+        AGENT_RUN_WORKFLOW,
+        AgentRunInput,
+        Handoff,
+        Outcome,
+        ResumePoint,
+        RunSummary,
+    )
 
 WAIT_CANCEL = ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
+In = TypeVar("In")
+Out = TypeVar("Out")
 
 
 @workflow.defn(name=AGENT_RUN_WORKFLOW)
 class AgentRunWorkflow:
+    """One run of a session. Its state lives here; activities get references to it."""
+
     def __init__(self) -> None:
+        self._inp: AgentRunInput | None = None
+        self._config: RunConfig | None = None
         self._state: c.RunState | None = None
         self._outcome: RunSummary | None = None
-        self._handoff: str | None = None  # "continued" | "failed": waiting handlers answer without a summary
+        self._handoff: Handoff | None = None
+        """Set when waiting handlers must answer without a summary (continued or failed)."""
         self._gate = ApprovalGate()
-        self._inp: AgentRunInput | None = None
-        self._local = False
 
     # -- handlers ---------------------------------------------------------------
     @workflow.query(name="run_state")
@@ -79,62 +98,51 @@ class AgentRunWorkflow:
     async def run(self, inp: AgentRunInput) -> RunSummary:
         self._inp = inp
         try:
-            return await self._run(inp)
+            return await self._run()
         except Exception:
             # Let waiting clients know before the failure closes the run.
             self._handoff = "failed"
             await workflow.wait_condition(workflow.all_handlers_finished)
             raise
 
-    async def _run(self, inp: AgentRunInput) -> RunSummary:
-        point = inp.resume or await self._begin(inp)
-        self._state = point.state
-        if inp.approval is not None and point.state.pending_tool_calls:
-            self._gate.preset(point.state.pending_tool_calls[0].id, inp.approval)
+    async def _run(self) -> RunSummary:
+        point = self.inp.resume or await self._begin()
+        self._config, self._state = point.config, point.state
+        if self.inp.approval is not None and self.state.pending_tool_calls:
+            self._gate.preset(self.state.pending_tool_calls[0].id, self.inp.approval)
         try:
-            summary = await self._loop(inp, point)
+            summary = await self._loop(point)
         except (asyncio.CancelledError, ActivityError) as e:
             if not is_cancelled_exception(e):
                 raise
-            summary = await self._abort(inp.session_id, point.state)
+            summary = await self._abort()
         summary.drift = point.drift
         self._outcome = summary
-        self._publish(point.config, point.state, str(summary.finish_reason), None)
+        self._publish(summary.finish_reason, None)
         await workflow.wait_condition(workflow.all_handlers_finished)
         return summary
 
-    async def _loop(self, inp: AgentRunInput, point: ResumePoint) -> RunSummary:
-        config, state, queued = point.config, point.state, point.queued_input
-        self._local = config.local_activities
+    async def _loop(self, point: ResumePoint) -> RunSummary:
+        queued = point.queued_input
         while True:
-            if state.pending_tool_calls:
-                await self._run_tools(inp.session_id, config, state)
+            if self.state.pending_tool_calls:
+                await self._run_tools()
             if queued:
-                state.message_count = (
-                    await self._store_activity(
-                        c.APPEND_INPUT,
-                        c.AppendInputInput(session_id=inp.session_id, position=state.message_count, messages=queued),
-                        c.AppendInputOutput,
-                    )
-                ).message_count
+                await self._append_input(queued)
                 queued = []
-            if state.step_index - state.run_start_step >= config.max_steps:
-                return await self._finish(inp.session_id, state, FinishReason.MAX_STEPS)
+            if self.state.step_index - self.state.run_start_step >= self.config.max_steps:
+                return await self._finish(FinishReason.MAX_STEPS)
             if workflow.info().is_continue_as_new_suggested():
-                await self._continue_as_new(inp, ResumePoint(config=config, state=state, drift=point.drift))
-            turn = await self._model_turn(inp.session_id, config, state)
+                await self._continue_as_new(point)
+            turn = await self._model_turn()
             if not turn.tool_calls:
-                return self._summary(inp.session_id, state, FinishReason.STOP)
-            state.pending_tool_calls = turn.tool_calls
+                return self._summary(FinishReason.STOP)  # the model activity saved it as finished
+            self.state.pending_tool_calls = turn.tool_calls
 
-    async def _continue_as_new(self, inp: AgentRunInput, point: ResumePoint) -> None:
-        self._handoff = "continued"
-        await workflow.wait_condition(workflow.all_handlers_finished)
-        workflow.continue_as_new(inp.model_copy(update={"resume": point, "approval": None}))
-
-    async def _begin(self, inp: AgentRunInput) -> ResumePoint:
-        begun = await self._store_activity(
-            c.BEGIN_RUN,
+    async def _begin(self) -> ResumePoint:
+        inp = self.inp
+        begun = await self._store(
+            SessionActivities.begin_run,
             c.BeginRunInput(
                 session_id=inp.session_id,
                 agent=inp.agent,
@@ -142,45 +150,56 @@ class AgentRunWorkflow:
                 model=inp.model,
                 resolve_approval_id=inp.approval.approval_id if inp.approval else None,
             ),
-            c.BeginRunOutput,
             summary=f"begin run of {inp.agent}",
         )
         if begun.drift is not None:
             workflow.logger.warning("agent %s drifted: %s", inp.agent, begun.drift.describe())
-        self._publish(begun.config, begun.state, "in-progress", None)
+        self._config, self._state = begun.config, begun.state
+        self._publish(CheckpointStatus.IN_PROGRESS, None)
         return ResumePoint(config=begun.config, state=begun.state, queued_input=begun.queued_input, drift=begun.drift)
 
-    async def _model_turn(self, session_id: str, config: RunConfig, state: c.RunState) -> c.ModelTurnOutput:
-        step = state.step_index + 1
-        self._set_details(state, f"model turn {step}")
-        turn = await self._activity(
-            c.MODEL_TURN,
-            c.ModelTurnInput(session_id=session_id, position=state.message_count, step=step),
-            c.ModelTurnOutput,
-            timeout=config.model_timeout_seconds,
-            heartbeat=config.model_heartbeat_seconds,
-            retry=options.MODEL_RETRY,
-            summary=f"model turn {step} ({config.model})",
+    async def _continue_as_new(self, point: ResumePoint) -> None:
+        self._handoff = "continued"
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        resume = ResumePoint(config=self.config, state=self.state, drift=point.drift)
+        workflow.continue_as_new(self.inp.model_copy(update={"resume": resume, "approval": None}))
+
+    async def _append_input(self, messages: list[Message]) -> None:
+        appended = await self._store(
+            SessionActivities.append_input,
+            c.AppendInputInput(session_id=self.session_id, position=self.state.message_count, messages=messages),
         )
-        state.step_index = step
-        state.message_count += 1
-        state.usage = turn.usage
+        self.state.message_count = appended.message_count
+
+    async def _model_turn(self) -> c.ModelTurnOutput:
+        step = self.state.step_index + 1
+        self._set_details(f"model turn {step}")
+        turn = await self._call(
+            ModelActivities.model_turn,
+            c.ModelTurnInput(session_id=self.session_id, position=self.state.message_count, step=step),
+            timeout=self.config.model_timeout_seconds,
+            heartbeat=self.config.model_heartbeat_seconds,
+            retry=options.MODEL_RETRY,
+            summary=f"model turn {step} ({self.config.model})",
+        )
+        self.state.step_index = step
+        self.state.message_count += 1
+        self.state.usage = turn.usage
         return turn
 
     # -- tools and approvals ------------------------------------------------------
-    async def _run_tools(self, session_id: str, config: RunConfig, state: c.RunState) -> None:
+    async def _run_tools(self) -> None:
         """Run the turn's calls in order; a call that needs approval pauses the batch there."""
-        calls = state.pending_tool_calls
-        batch = [call.id for call in calls]
-        batch_start = state.message_count
-        limit = asyncio.Semaphore(config.tool_concurrency)
+        calls = self.state.pending_tool_calls
+        batch = Batch(start=self.state.message_count, calls=calls)
+        limit = asyncio.Semaphore(self.config.tool_concurrency)
 
         async def run_one(call: ToolCall) -> int:
             async with limit:
-                return await self._execute_tool(session_id, config, state, call, batch_start, batch)
+                return await self._execute_tool(call, batch)
 
-        needs = await self._needs_approval(session_id, config, state, calls)
-        recorded = batch_start
+        needs = await self._needs_approval(calls)
+        recorded = batch.start
         start = 0
         while start < len(calls):
             gated = next((i for i in range(start, len(calls)) if needs[i]), len(calls))
@@ -188,134 +207,117 @@ class AgentRunWorkflow:
             recorded = max([recorded, *done])
             if gated == len(calls):
                 break
-            recorded = max(
-                recorded, await self._approval(session_id, config, state, calls, gated, batch_start, recorded)
-            )
+            recorded = max(recorded, await self._approval(batch, gated, recorded))
             start = gated + 1
-        if recorded != batch_start + len(calls):
+        if recorded != batch.end:
             raise ApplicationError(
-                f"tool results recorded through {recorded}, expected {batch_start + len(calls)}", non_retryable=True
+                f"tool results recorded through {recorded}, expected {batch.end}", non_retryable=True
             )
-        state.message_count = recorded
-        state.tool_calls += len(calls)
-        state.pending_tool_calls = []
+        self.state.message_count = recorded
+        self.state.tool_calls += len(calls)
+        self.state.pending_tool_calls = []
 
-    async def _needs_approval(
-        self, session_id: str, config: RunConfig, state: c.RunState, calls: list[ToolCall]
-    ) -> list[bool]:
-        specs = {t.name: t for t in config.tools}
-        needs = [bool(specs.get(x.name) and specs[x.name].needs_approval) for x in calls]
-        if any(specs.get(x.name) and specs[x.name].approval_conditional for x in calls):
-            checked = await self._store_activity(
-                c.CHECK_APPROVALS,
-                c.CheckApprovalsInput(session_id=session_id, agent=config.agent, step=state.step_index, calls=calls),
-                c.CheckApprovalsOutput,
-            )
-            needs = checked.needs_approval
-        return needs
+    async def _needs_approval(self, calls: list[ToolCall]) -> list[bool]:
+        specs = [self._spec(call) for call in calls]
+        if not any(spec and spec.approval_conditional for spec in specs):
+            return [bool(spec and spec.needs_approval) for spec in specs]
+        checked = await self._store(
+            ApprovalActivities.check_approvals,
+            c.CheckApprovalsInput(
+                session_id=self.session_id, agent=self.config.agent, step=self.state.step_index, calls=calls
+            ),
+        )
+        return checked.needs_approval
 
-    async def _approval(
-        self,
-        session_id: str,
-        config: RunConfig,
-        state: c.RunState,
-        calls: list[ToolCall],
-        index: int,
-        batch_start: int,
-        recorded: int,
-    ) -> int:
-        call, spec = calls[index], next((t for t in config.tools if t.name == calls[index].name), None)
+    async def _approval(self, batch: Batch, index: int, recorded: int) -> int:
+        call, remaining = batch.calls[index], batch.calls[index + 1 :]
         decision = self._gate.take_preset(call.id)
         if decision is None:
-            approval_id = str(workflow.uuid4())
-            await self._store_activity(
-                c.PAUSE_FOR_APPROVAL,
-                c.PauseForApprovalInput(
-                    session_id=session_id, approval_id=approval_id, remaining_tool_calls=calls[index + 1 :]
-                ),
-                None,
-            )
-            pending = self._gate.open(
-                approval_id,
-                session_id,
-                config.agent,
-                call,
-                calls[index + 1 :],
-                spec.approval_timeout_seconds if spec else None,
-            )
-            self._outcome = self._summary(session_id, state, FinishReason.AWAITING_APPROVAL, approval_id)
-            self._outcome.message_count = recorded
-            self._publish(config, state, "awaiting-approval", approval_id)
-            self._set_details(state, f"awaiting approval {approval_id} for {call.name}")
-            decision = await self._gate.wait(pending)
-            self._publish(config, state, "in-progress", None)
-        batch = [x.id for x in calls]
-        recorded = (
-            await self._store_activity(
-                c.RECORD_DECISION,
-                c.RecordDecisionInput(
-                    session_id=session_id, decision=decision, call=call, batch_start=batch_start, batch=batch
-                ),
-                c.RecordDecisionOutput,
-            )
-        ).recorded_through
+            decision = await self._wait_for_decision(call, remaining, recorded)
+        done = await self._store(
+            ApprovalActivities.record_decision,
+            c.RecordDecisionInput(
+                session_id=self.session_id, decision=decision, call=call, batch_start=batch.start, batch=batch.ids
+            ),
+        )
         if not decision.approved:
-            return recorded
+            return done.recorded_through
         approved = call.model_copy(update={"arguments": decision.arguments}) if decision.arguments else call
-        return await self._execute_tool(session_id, config, state, approved, batch_start, batch)
+        return await self._execute_tool(approved, batch)
 
-    async def _execute_tool(
-        self, session_id: str, config: RunConfig, state: c.RunState, call: ToolCall, batch_start: int, batch: list[str]
-    ) -> int:
-        spec = next((t for t in config.tools if t.name == call.name), None)
-        self._set_details(state, f"tool {call.name}")
-        out = await self._activity(
-            c.EXECUTE_TOOL,
+    async def _wait_for_decision(self, call: ToolCall, remaining: list[ToolCall], recorded: int) -> c.ApprovalDecision:
+        approval_id = str(workflow.uuid4())
+        await self._store(
+            ApprovalActivities.pause_for_approval,
+            c.PauseForApprovalInput(
+                session_id=self.session_id, approval_id=approval_id, remaining_tool_calls=remaining
+            ),
+        )
+        spec = self._spec(call)
+        pending = self._gate.open(
+            approval_id, self.session_id, self.config.agent, call, remaining,
+            spec.approval_timeout_seconds if spec else None,
+        )  # fmt: skip
+        self._outcome = self._summary(FinishReason.AWAITING_APPROVAL, approval_id)
+        self._outcome.message_count = recorded
+        self._publish(CheckpointStatus.AWAITING_APPROVAL, approval_id)
+        self._set_details(f"awaiting approval {approval_id} for {call.name}")
+        decision = await self._gate.wait(pending)
+        self._publish(CheckpointStatus.IN_PROGRESS, None)
+        return decision
+
+    async def _execute_tool(self, call: ToolCall, batch: Batch) -> int:
+        spec = self._spec(call)
+        self._set_details(f"tool {call.name}")
+        out = await self._call(
+            ToolActivities.execute_tool,
             c.ExecuteToolInput(
-                session_id=session_id,
-                agent=config.agent,
-                step=state.step_index,
+                session_id=self.session_id,
+                agent=self.config.agent,
+                step=self.state.step_index,
                 call=call,
-                batch_start=batch_start,
-                batch=batch,
+                batch_start=batch.start,
+                batch=batch.ids,
                 safe_to_retry=bool(spec and spec.safe_to_retry),
             ),
-            c.ExecuteToolOutput,
-            timeout=spec.timeout_seconds if spec else 60,
-            heartbeat=(spec.heartbeat_seconds or 10) if spec else 10,
+            timeout=spec.timeout_seconds if spec else options.TOOL_TIMEOUT_SECONDS,
+            heartbeat=(spec.heartbeat_seconds or options.TOOL_HEARTBEAT_SECONDS)
+            if spec
+            else options.TOOL_HEARTBEAT_SECONDS,
             retry=options.TOOL_RETRY,
             summary=f"tool {call.name} {call.id}",
         )
         return out.recorded_through
 
     # -- endings --------------------------------------------------------------------
-    async def _abort(self, session_id: str, state: c.RunState) -> RunSummary:
+    async def _abort(self) -> RunSummary:
         """Cancelled: unfinished calls get ``cancelled`` results; the checkpoint stays resumable."""
         self._gate.close()
-        aborted = await self._store_activity(
-            c.ABORT_RUN,
-            c.AbortRunInput(session_id=session_id, batch_start=state.message_count, batch=state.pending_tool_calls),
-            c.AbortRunOutput,
+        aborted = await self._store(
+            SessionActivities.abort_run,
+            c.AbortRunInput(
+                session_id=self.session_id,
+                batch_start=self.state.message_count,
+                batch=self.state.pending_tool_calls,
+            ),
         )
-        state.tool_calls += len(state.pending_tool_calls)
-        state.pending_tool_calls = []
-        state.message_count = aborted.message_count
-        return self._summary(session_id, state, FinishReason.ABORTED)
+        self.state.tool_calls += len(self.state.pending_tool_calls)
+        self.state.pending_tool_calls = []
+        self.state.message_count = aborted.message_count
+        return self._summary(FinishReason.ABORTED)
 
-    async def _finish(self, session_id: str, state: c.RunState, reason: FinishReason) -> RunSummary:
-        await self._store_activity(
-            c.FINISH_RUN,
-            c.FinishRunInput(session_id=session_id, finish_reason=reason, message_count=state.message_count),
-            None,
+    async def _finish(self, reason: FinishReason) -> RunSummary:
+        await self._store(
+            SessionActivities.finish_run,
+            c.FinishRunInput(session_id=self.session_id, finish_reason=reason, message_count=self.state.message_count),
         )
-        return self._summary(session_id, state, reason)
+        return self._summary(reason)
 
-    def _summary(
-        self, session_id: str, state: c.RunState, reason: FinishReason, approval_id: str | None = None
-    ) -> RunSummary:
-        self._set_details(state, str(reason))
+    def _summary(self, reason: FinishReason, approval_id: str | None = None) -> RunSummary:
+        state = self.state
+        self._set_details(str(reason))
         return RunSummary(
-            session_id=session_id,
+            session_id=self.session_id,
             finish_reason=reason,
             steps=state.step_index - state.run_start_step,
             usage=state.usage - state.run_start_usage,
@@ -326,47 +328,65 @@ class AgentRunWorkflow:
         )
 
     # -- plumbing ---------------------------------------------------------------------
-    async def _store_activity(self, name: str, arg: object, result_type: type | None, summary: str | None = None):
-        return await self._activity(
-            name,
+    @property
+    def inp(self) -> AgentRunInput:
+        assert self._inp is not None
+        return self._inp
+
+    @property
+    def config(self) -> RunConfig:
+        assert self._config is not None, "the run has not begun"
+        return self._config
+
+    @property
+    def state(self) -> c.RunState:
+        assert self._state is not None, "the run has not begun"
+        return self._state
+
+    @property
+    def session_id(self) -> str:
+        return self.inp.session_id
+
+    def _spec(self, call: ToolCall) -> ToolSpec | None:
+        return next((t for t in self.config.tools if t.name == call.name), None)
+
+    async def _store(self, fn: Callable[[Any, In], Awaitable[Out]], arg: In, summary: str | None = None) -> Out:
+        return await self._call(
+            fn,
             arg,
-            result_type,
             timeout=options.STORE_TIMEOUT.total_seconds(),
             heartbeat=options.STORE_HEARTBEAT_SECONDS,
             retry=options.STORE_RETRY,
             summary=summary,
         )
 
-    async def _activity(
+    async def _call(
         self,
-        name: str,
-        arg: object,
-        result_type: type | None,
+        fn: Callable[[Any, In], Awaitable[Out]],
+        arg: In,
         *,
         timeout: float,
         heartbeat: float | None,
-        retry,
+        retry: RetryPolicy,
         summary: str | None,
-    ):
+    ) -> Out:
         """A regular activity, or a local one when the agent asks for the fast path.
 
         Local activities re-run after a crash instead of resuming; the store
         makes that harmless (a stored turn is returned, a started
         at-most-once tool becomes a durability-error result)."""
-        if self._local:
-            return await workflow.execute_local_activity(
-                name,
+        if self._config is not None and self._config.local_activities:
+            return await workflow.execute_local_activity_method(
+                fn,
                 arg,
-                result_type=result_type,
                 start_to_close_timeout=timedelta(seconds=timeout),
                 retry_policy=retry,
                 cancellation_type=WAIT_CANCEL,
                 summary=summary,
             )
-        return await workflow.execute_activity(
-            name,
+        return await workflow.execute_activity_method(
+            fn,
             arg,
-            result_type=result_type,
             start_to_close_timeout=timedelta(seconds=timeout),
             heartbeat_timeout=timedelta(seconds=heartbeat) if heartbeat else None,
             retry_policy=retry,
@@ -374,15 +394,27 @@ class AgentRunWorkflow:
             summary=summary,
         )
 
-    def _publish(self, config: RunConfig, state: c.RunState, status: str, approval_id: str | None) -> None:
-        assert self._inp is not None
+    def _publish(self, status: CheckpointStatus | FinishReason, approval_id: str | None) -> None:
         search.publish(
-            self._inp.search_attributes,
-            agent=config.agent,
-            status=status,
-            step=state.step_index,
+            self.inp.search_attributes,
+            agent=self.config.agent,
+            status=str(status),
+            step=self.state.step_index,
             approval_id=approval_id,
         )
 
-    def _set_details(self, state: c.RunState, status: str) -> None:
-        workflow.set_current_details(f"step {state.step_index} · {status}")
+    def _set_details(self, status: str) -> None:
+        workflow.set_current_details(f"step {self.state.step_index} · {status}")
+
+
+class Batch:
+    """One model turn's tool calls and where their results go."""
+
+    def __init__(self, start: int, calls: list[ToolCall]) -> None:
+        self.start = start
+        self.calls = calls
+        self.ids = [call.id for call in calls]
+
+    @property
+    def end(self) -> int:
+        return self.start + len(self.calls)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, Field
 
 from durable_agents.activities.contracts import ApprovalDecision, RunState
@@ -9,6 +11,10 @@ from durable_agents.checkpoint.fingerprint import AgentDrift
 from durable_agents.checkpoint.format import FinishReason, Message, RunConfig, Usage
 
 AGENT_RUN_WORKFLOW = "AgentRun"
+FORK_WORKFLOW = "ForkSession"
+
+Handoff = Literal["continued", "failed"]
+"""Why a waiting handler answers without a summary: the run continued-as-new, or failed."""
 
 
 class ResumePoint(BaseModel):
@@ -54,4 +60,4 @@ class Outcome(BaseModel):
     """
 
     summary: RunSummary | None = None
-    handoff: str | None = None
+    handoff: Handoff | None = None

@@ -9,18 +9,17 @@ from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
     import durable_agents.activities.contracts as c
-
-FORK_WORKFLOW = "ForkSession"
+    from durable_agents.activities.fork import ForkActivities
+    from durable_agents.workflows.contracts import FORK_WORKFLOW
 
 
 @workflow.defn(name=FORK_WORKFLOW)
 class ForkSessionWorkflow:
     @workflow.run
     async def run(self, inp: c.ForkSessionInput) -> c.ForkSessionOutput:
-        return await workflow.execute_activity(
-            c.FORK_SESSION,
+        return await workflow.execute_activity_method(
+            ForkActivities.fork_session,
             inp,
-            result_type=c.ForkSessionOutput,
             start_to_close_timeout=timedelta(seconds=60),
             # a refused fork (unknown step, taken id) is final; store hiccups are retried
             retry_policy=RetryPolicy(

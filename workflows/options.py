@@ -20,6 +20,10 @@ MODEL_RETRY = RetryPolicy(
         "ConfigurationError",
     ],
 )
+TOOL_TIMEOUT_SECONDS = 60.0
+"""A tool's start-to-close timeout unless it declares its own (``@tool(timeout_seconds=…)``)."""
+TOOL_HEARTBEAT_SECONDS = 10.0
+"""A tool activity heartbeats in the background; a dead worker is noticed after this."""
 # Tool activities retry only infrastructure failures (a dead worker, a store
 # hiccup): a tool's own exception is recorded as its result, not raised.
 TOOL_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=500), maximum_interval=timedelta(seconds=30))

@@ -1,16 +1,32 @@
-"""Checkpoint store backends and store-URL selection."""
+"""Checkpoint store backends and store-URL selection.
+
+The interface loads with the package; each backend (and ``sqlite3`` or
+``psycopg``) loads when it is first used.
+"""
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from durable_agents.checkpoint.errors import ConfigurationError
 from durable_agents.checkpoint.stores.base import DEFAULT_HISTORY_LIMIT, CheckpointStore, get_checkpoint_history
-from durable_agents.checkpoint.stores.file import FileStore
-from durable_agents.checkpoint.stores.memory import MemoryStore
-from durable_agents.checkpoint.stores.postgres import PostgresStore, redact
-from durable_agents.checkpoint.stores.sqlite import SqliteStore
+
+if TYPE_CHECKING:
+    from durable_agents.checkpoint.stores.file import FileStore
+    from durable_agents.checkpoint.stores.memory import MemoryStore
+    from durable_agents.checkpoint.stores.postgres import PostgresStore, redact
+    from durable_agents.checkpoint.stores.sqlite import SqliteStore
+
+_BACKENDS = {
+    "FileStore": "durable_agents.checkpoint.stores.file",
+    "MemoryStore": "durable_agents.checkpoint.stores.memory",
+    "PostgresStore": "durable_agents.checkpoint.stores.postgres",
+    "SqliteStore": "durable_agents.checkpoint.stores.sqlite",
+    "redact": "durable_agents.checkpoint.stores.postgres",
+}
 
 DEFAULT_STORE_URL = "sqlite:///.durable-agents/store.db"
 
@@ -23,6 +39,11 @@ def open_store(url: str | None = None, *, history_limit: int = DEFAULT_HISTORY_L
     ``sqlite:////abs/path`` is absolute. ``file:///abs/dir`` is absolute (as in
     any file URL); ``file://relative/dir`` is relative to the working directory.
     """
+    from durable_agents.checkpoint.stores.file import FileStore
+    from durable_agents.checkpoint.stores.memory import MemoryStore
+    from durable_agents.checkpoint.stores.postgres import PostgresStore, redact
+    from durable_agents.checkpoint.stores.sqlite import SqliteStore
+
     url = url or DEFAULT_STORE_URL
     if url in ("memory:", "memory://"):
         return MemoryStore(history_limit=history_limit)
@@ -56,3 +77,16 @@ __all__ = [
     "get_checkpoint_history",
     "open_store",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _BACKENDS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'durable_agents.checkpoint.stores' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

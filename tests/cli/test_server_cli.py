@@ -7,8 +7,12 @@ import socket
 import subprocess
 import time
 
+import pytest
+
 from durable_agents.devserver import free_port
 from tests.cli.conftest import CLI, ROOT
+
+pytestmark = pytest.mark.integration
 
 
 def _listening(port: int) -> bool:

@@ -22,6 +22,8 @@ import pytest
 from durable_agents.devserver import DevServer, free_port
 from tests.cli.conftest import ROOT, Cli, stop
 
+pytestmark = pytest.mark.integration
+
 ARTIFACTS = ROOT / "tests" / "artifacts"
 CHROMIUM_ENV = "DURABLE_AGENTS_CHROMIUM"
 CHROMIUM_FLAGS = [

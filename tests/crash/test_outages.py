@@ -15,6 +15,8 @@ from durable_agents.testing import FailingStore, check_guarantees, configured, r
 from tests import crash_agents
 from tests.conftest import session_id
 
+pytestmark = pytest.mark.integration
+
 
 async def _until(predicate, timeout: float = 30.0, what: str = "condition") -> None:
     deadline = time.monotonic() + timeout

@@ -1,0 +1,147 @@
+"""``DurableAgentsPlugin``: everything a Temporal client or worker needs, in one object.
+
+Built on ``temporalio.plugin.SimplePlugin``, like Temporal's own integrations:
+
+- the pydantic data converter (a payload codec the client already has, e.g.
+  encryption, is kept);
+- the agent-run and fork workflows, and the activities bound to a store and
+  agents (worker only, when ``store`` is given);
+- the workflow sandbox's passthrough modules (only the contracts the workflows
+  import);
+- the workflow failure exception types (our typed errors fail a run instead of
+  retrying its workflow task forever).
+
+Give it to ``Client.connect(plugins=[...])`` and every worker built from that
+client gets the converter, sandbox and failure types too::
+
+    client = await Client.connect("localhost:7233", plugins=[DurableAgentsPlugin()])
+    worker = Worker(client, task_queue="agents",
+                    plugins=[DurableAgentsPlugin(agents=[booker], store=SqliteStore("s.db"))])
+
+``durable_agents.connect`` and ``build_worker`` do exactly this.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from temporalio.contrib.pydantic import PydanticPayloadConverter, pydantic_data_converter
+from temporalio.converter import DataConverter
+from temporalio.plugin import SimplePlugin
+from temporalio.worker import WorkflowRunner
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+
+from durable_agents.checkpoint.errors import ConfigurationError, DurableAgentsError
+
+if TYPE_CHECKING:
+    from durable_agents.activities.definitions import Agent
+    from durable_agents.activities.providers.base import ModelProvider
+    from durable_agents.checkpoint.stores.base import CheckpointStore
+
+__all__ = ["DurableAgentsPlugin"]
+
+PLUGIN_NAME = "durable_agents.DurableAgentsPlugin"
+
+PASSTHROUGH_MODULES = (
+    "pydantic",
+    "pydantic_core",
+    "annotated_types",
+    "durable_agents.checkpoint.errors",
+    "durable_agents.checkpoint.format",
+    "durable_agents.checkpoint.fingerprint",
+    "durable_agents.activities.contracts",
+    "durable_agents.workflows.contracts",
+)
+"""What the workflows import from outside the sandbox: pure data contracts, no I/O."""
+
+WORKFLOW_FAILURE_EXCEPTION_TYPES: tuple[type[BaseException], ...] = (DurableAgentsError,)
+
+
+def with_our_converter(existing: DataConverter | None) -> DataConverter:
+    """The pydantic data converter, keeping a codec (and failure converter) the user set."""
+    if existing is None or existing is DataConverter.default:
+        return pydantic_data_converter
+    if issubclass(existing.payload_converter_class, PydanticPayloadConverter):
+        return existing
+    return dataclasses.replace(
+        pydantic_data_converter,
+        payload_codec=existing.payload_codec,
+        failure_converter_class=existing.failure_converter_class,
+        failure_converter=existing.failure_converter,
+    )
+
+
+def with_our_passthrough(existing: WorkflowRunner | None) -> WorkflowRunner:
+    """The sandboxed runner, our contracts passed through; an unsandboxed runner is kept."""
+    if existing is None:
+        return SandboxedWorkflowRunner(
+            restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES)
+        )
+    if isinstance(existing, SandboxedWorkflowRunner):
+        return dataclasses.replace(
+            existing, restrictions=existing.restrictions.with_passthrough_modules(*PASSTHROUGH_MODULES)
+        )
+    return existing
+
+
+def carries_our_payloads(converter: DataConverter) -> bool:
+    return issubclass(converter.payload_converter_class, PydanticPayloadConverter)
+
+
+class DurableAgentsPlugin(SimplePlugin):
+    """The converter, sandbox and failure types for a client; plus workflows and
+    activities for a worker when ``store`` is given."""
+
+    def __init__(
+        self,
+        *,
+        agents: Sequence[Agent] = (),
+        store: CheckpointStore | None = None,
+        providers: Mapping[str, ModelProvider] | None = None,
+        allow_memory_store: bool = False,
+    ) -> None:
+        activities = None
+        workflows = None
+        if store is not None:
+            from durable_agents.activities import build_activities
+            from durable_agents.activities.providers.registry import ProviderRegistry
+            from durable_agents.workflows import ALL_WORKFLOWS
+
+            _check_store(store, allow_memory_store)
+            activities = build_activities(store, _by_name(agents), ProviderRegistry(dict(providers or {})))
+            workflows = list(ALL_WORKFLOWS)
+        elif agents:
+            raise ConfigurationError("DurableAgentsPlugin(agents=…) needs store=… too: the worker's checkpoint store")
+        super().__init__(
+            PLUGIN_NAME,
+            data_converter=with_our_converter,
+            activities=activities,
+            workflows=workflows,
+            workflow_runner=with_our_passthrough,
+            workflow_failure_exception_types=_append_failure_types,
+        )
+
+
+def _append_failure_types(existing: Sequence[type[BaseException]] | None) -> list[type[BaseException]]:
+    types = list(existing or [])
+    return types + [t for t in WORKFLOW_FAILURE_EXCEPTION_TYPES if t not in types]
+
+
+def _check_store(store: CheckpointStore, allow_memory_store: bool) -> None:
+    if not store.durable and not allow_memory_store:
+        raise ConfigurationError(
+            f"{store!r} keeps runs in this process only, so a crash or a second worker "
+            "would lose them: use SqliteStore/open_store('sqlite:///…'), or pass "
+            "allow_memory_store=True when client and worker share one process (tests)"
+        )
+
+
+def _by_name(agents: Sequence[Agent]) -> dict[str, Agent]:
+    by_name: dict[str, Agent] = {}
+    for agent in agents:
+        if agent.name in by_name:
+            raise ConfigurationError(f"two agents are named {agent.name!r}; agent names must be unique")
+        by_name[agent.name] = agent
+    return by_name

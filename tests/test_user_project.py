@@ -1,0 +1,217 @@
+"""A Temporal application laid out like Temporal's samples (its own ``activities.py``
+and ``workflows/`` package) imports durable-agents, builds a worker and runs an
+agent: in-process, and through ``durable-agents worker --agent``, from the
+editable install (``make``'s) and from a wheel installed into a fresh venv.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import textwrap
+from pathlib import Path
+
+import pytest
+from temporalio.testing import WorkflowEnvironment
+
+from durable_agents import AgentClient
+from durable_agents.checkpoint import SqliteStore
+from tests.conftest import session_id
+
+ROOT = Path(__file__).resolve().parent.parent
+
+AGENTS_PY = """
+from pydantic import BaseModel
+
+import activities  # the application's own modules, not ours
+import workflows
+from durable_agents import Agent, ScriptedToolCall, ScriptedTurn, ToolContext, register_script, tool
+
+assert activities.OWNER == "app" and workflows.OWNER == "app", "the app's modules were shadowed"
+
+
+class Order(BaseModel):
+    item: str
+
+
+@tool(safe_to_retry=True)
+async def lookup(args: Order, ctx: ToolContext) -> dict:
+    return {"item": args.item, "in_stock": activities.in_stock(args.item)}
+
+
+register_script("app-script", [
+    ScriptedTurn(tool_calls=[ScriptedToolCall(name="lookup", arguments={"item": "tea"})]),
+    ScriptedTurn(text="Tea is in stock."),
+])
+shop = Agent(name="shop", model="scripted:app-script", instructions="Check stock.", tools=[lookup])
+"""
+
+RUN_IN_PROCESS = """
+import asyncio, sys, uuid
+from durable_agents import AgentClient, build_worker, connect
+from durable_agents.checkpoint import SqliteStore
+from app.agents import shop
+
+async def main(address, store_path):
+    client = await connect(address)
+    store = SqliteStore(store_path)
+    queue = f"app-{uuid.uuid4().hex[:8]}"
+    async with build_worker(client, agents=[shop], store=store, task_queue=queue):
+        result = await AgentClient(client, store, queue).send("shop", "Tea?", session_id=f"app-{uuid.uuid4().hex[:8]}")
+    print(result.finish_reason, result.text, sep="|")
+
+asyncio.run(main(sys.argv[1], sys.argv[2]))
+"""
+
+
+def make_project(base: Path) -> Path:
+    """An application whose top-level names are the ones Temporal's samples use."""
+    project = base / "project"
+    (project / "workflows").mkdir(parents=True)
+    (project / "app").mkdir()
+    (project / "activities.py").write_text('OWNER = "app"\n\n\ndef in_stock(item):\n    return item == "tea"\n')
+    (project / "workflows" / "__init__.py").write_text('OWNER = "app"\n')
+    (project / "checkpoint.py").write_text('OWNER = "app"\n')
+    (project / "app" / "__init__.py").write_text("")
+    (project / "app" / "agents.py").write_text(textwrap.dedent(AGENTS_PY))
+    (project / "run_in_process.py").write_text(textwrap.dedent(RUN_IN_PROCESS))
+    return project
+
+
+def address_of(env: WorkflowEnvironment) -> str:
+    return env.client.service_client.config.target_host
+
+
+def wheel_venv(base: Path) -> Path:
+    """A fresh venv with our wheel installed (dependencies borrowed from this venv)."""
+    source = base / "source"
+    files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    for name in files:
+        if (ROOT / name).is_file():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, source / name)
+    dist = base / "dist"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(dist), str(source)],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
+    venv = base / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    own_site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    # A plain path line: this venv's dependencies, without its editable durable_agents finder.
+    (Path(own_site) / "borrowed_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    wheel = next(dist.glob("durable_agents-*.whl"))
+    subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-deps", str(wheel)],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
+    return venv
+
+
+@pytest.fixture(scope="module")
+def bins(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Where each install's ``python`` and ``durable-agents`` live."""
+    return {"editable": Path(sys.executable).parent, "wheel": wheel_venv(tmp_path_factory.mktemp("wheel")) / "bin"}
+
+
+def app_env(project: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONSAFEPATH")}
+    env["PYTHONPATH"] = str(project)  # the application first on sys.path
+    return env
+
+
+@pytest.mark.parametrize("install", ["editable", "wheel"])
+def test_installed_names_do_not_shadow_the_apps_modules(install: str, bins: dict[str, Path], tmp_path: Path):
+    project = make_project(tmp_path)
+    probe = (
+        "import activities, workflows, checkpoint, durable_agents, durable_agents.checkpoint.stores.sqlite;"
+        "import durable_agents.workflows as w, durable_agents.activities as a;"
+        "assert activities.OWNER == workflows.OWNER == checkpoint.OWNER == 'app';"
+        "print(durable_agents.__file__, w.__name__, a.__name__)"
+    )
+    out = subprocess.run(
+        [str(bins[install] / "python"), "-c", probe],
+        cwd=project,
+        env=app_env(project),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    where, workflows_name, activities_name = out.stdout.split()
+    assert (workflows_name, activities_name) == ("durable_agents.workflows", "durable_agents.activities")
+    if install == "wheel":
+        assert "site-packages" in where and not where.startswith(str(ROOT))
+
+
+@pytest.mark.parametrize("install", ["editable", "wheel"])
+def test_the_app_builds_a_worker_and_runs_an_agent(
+    install: str, bins: dict[str, Path], tmp_path: Path, env: WorkflowEnvironment
+):
+    project = make_project(tmp_path)
+    out = subprocess.run(
+        [str(bins[install] / "python"), "run_in_process.py", address_of(env), str(tmp_path / "store.db")],
+        cwd=project,
+        env=app_env(project),
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "stop|Tea is in stock."
+
+
+@pytest.mark.parametrize("install", ["editable", "wheel"])
+async def test_durable_agents_worker_loads_the_apps_agent(
+    install: str, bins: dict[str, Path], tmp_path: Path, env: WorkflowEnvironment, task_queue: str
+):
+    project = make_project(tmp_path)
+    store_path = tmp_path / "store.db"
+    log = (tmp_path / "worker.log").open("w")
+    worker = subprocess.Popen(
+        [
+            str(bins[install] / "durable-agents"),
+            "--address",
+            address_of(env),
+            "--task-queue",
+            task_queue,
+            "--store",
+            f"sqlite:///{store_path}",
+            "worker",
+            "--agent",
+            "app.agents:shop",
+        ],
+        cwd=project,
+        env=app_env(project),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        store = SqliteStore(store_path)
+        client = AgentClient(env.client, store, task_queue)
+        try:
+            result = await asyncio.wait_for(client.send("shop", "Tea?", session_id=session_id()), 90)
+        except TimeoutError:
+            pytest.fail(f"no outcome from the app's worker:\n{(tmp_path / 'worker.log').read_text()}")
+        assert (result.finish_reason, result.text) == ("stop", "Tea is in stock.")
+        assert [m.tool_name for m in result.messages if m.tool_name] == ["lookup"]
+        assert '"in_stock":true' in result.messages[-2].content.replace(" ", "")
+        store.close()
+    finally:
+        worker.terminate()
+        worker.wait(timeout=30)
+        log.close()
