@@ -89,7 +89,14 @@ def address_of(env: WorkflowEnvironment) -> str:
 def wheel_venv(base: Path) -> Path:
     """A fresh venv with our wheel installed (dependencies borrowed from this venv)."""
     source = base / "source"
-    files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    files = listed.stdout.split()
     for name in files:
         if (ROOT / name).is_file():
             (source / name).parent.mkdir(parents=True, exist_ok=True)
@@ -122,10 +129,24 @@ def wheel_venv(base: Path) -> Path:
     return venv
 
 
+class Installs:
+    """Where each install's ``python`` and ``durable-agents`` live (the wheel is built once)."""
+
+    def __init__(self, base: pytest.TempPathFactory) -> None:
+        self._base = base
+        self._wheel: Path | None = None
+
+    def __getitem__(self, install: str) -> Path:
+        if install == "editable":
+            return Path(sys.executable).parent
+        if self._wheel is None:
+            self._wheel = wheel_venv(self._base.mktemp("wheel")) / "bin"
+        return self._wheel
+
+
 @pytest.fixture(scope="module")
-def bins(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Where each install's ``python`` and ``durable-agents`` live."""
-    return {"editable": Path(sys.executable).parent, "wheel": wheel_venv(tmp_path_factory.mktemp("wheel")) / "bin"}
+def bins(tmp_path_factory: pytest.TempPathFactory) -> Installs:
+    return Installs(tmp_path_factory)
 
 
 def app_env(project: Path) -> dict[str, str]:
@@ -135,7 +156,7 @@ def app_env(project: Path) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("install", ["editable", "wheel"])
-def test_installed_names_do_not_shadow_the_apps_modules(install: str, bins: dict[str, Path], tmp_path: Path):
+def test_installed_names_do_not_shadow_the_apps_modules(install: str, bins: Installs, tmp_path: Path):
     project = make_project(tmp_path)
     probe = (
         "import activities, workflows, checkpoint, durable_agents, durable_agents.checkpoint.stores.sqlite;"
@@ -160,7 +181,7 @@ def test_installed_names_do_not_shadow_the_apps_modules(install: str, bins: dict
 
 @pytest.mark.parametrize("install", ["editable", "wheel"])
 def test_the_app_builds_a_worker_and_runs_an_agent(
-    install: str, bins: dict[str, Path], tmp_path: Path, env: WorkflowEnvironment
+    install: str, bins: Installs, tmp_path: Path, env: WorkflowEnvironment
 ):
     project = make_project(tmp_path)
     out = subprocess.run(
@@ -177,7 +198,7 @@ def test_the_app_builds_a_worker_and_runs_an_agent(
 
 @pytest.mark.parametrize("install", ["editable", "wheel"])
 async def test_durable_agents_worker_loads_the_apps_agent(
-    install: str, bins: dict[str, Path], tmp_path: Path, env: WorkflowEnvironment, task_queue: str
+    install: str, bins: Installs, tmp_path: Path, env: WorkflowEnvironment, task_queue: str
 ):
     project = make_project(tmp_path)
     store_path = tmp_path / "store.db"
