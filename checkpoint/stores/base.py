@@ -18,7 +18,9 @@ The worker calls them from a thread so the event loop never waits on disk.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import ClassVar
 
 from durable_agents.checkpoint.format import (
     Checkpoint,
@@ -32,12 +34,34 @@ from durable_agents.checkpoint.format import (
 DEFAULT_HISTORY_LIMIT = 50
 
 
+@dataclass(frozen=True)
+class StoreCapabilities:
+    """What a store claims beyond the methods every store has.
+
+    The conformance suite (``durable_agents.checkpoint.conformance``) checks
+    each claim and skips, naming the claim, the checks of one a store does not
+    make. The defaults claim everything: a new store is held to the whole
+    contract until it declares less.
+    """
+
+    history: bool = True
+    """Keeps a ring of the newest ``history_limit`` saves (``history()``)."""
+    durable: bool = True
+    """What was saved survives ``close()`` and the process: a new handle reads it."""
+    shared_across_processes: bool = True
+    """Handles opened on the same location share one store (workers in several processes)."""
+    concurrent: bool = True
+    """Safe to call from several threads at once (the worker calls from a thread pool)."""
+
+
 class CheckpointStore(ABC):
     """A durable home for sessions: latest checkpoint plus a bounded history."""
 
     history_limit: int = DEFAULT_HISTORY_LIMIT
     durable: bool = True
     """False for stores that lose data with their process (MemoryStore)."""
+    capabilities: ClassVar[StoreCapabilities] = StoreCapabilities()
+    """What the store claims; ``capabilities.durable`` must equal ``durable``."""
 
     # -- public API ------------------------------------------------------
     def load(self, session_id: str) -> Checkpoint | None:

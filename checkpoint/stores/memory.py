@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from durable_agents.checkpoint.stores.base import DEFAULT_HISTORY_LIMIT
+from typing import ClassVar
+
+from durable_agents.checkpoint.stores.base import DEFAULT_HISTORY_LIMIT, StoreCapabilities
 from durable_agents.checkpoint.stores.sqlite import SqliteStore
 
 
@@ -15,6 +17,7 @@ class MemoryStore(SqliteStore):
     """
 
     durable = False
+    capabilities: ClassVar[StoreCapabilities] = StoreCapabilities(durable=False, shared_across_processes=False)
 
     def __init__(self, *, history_limit: int = DEFAULT_HISTORY_LIMIT) -> None:
         super().__init__(":memory:", history_limit=history_limit)

@@ -1,4 +1,4 @@
-"""The SQLite store's schema. Migrations are append-only: older files gain new tables."""
+"""The SQLite store's schema. Migrations are append-only: older files gain new tables and indexes."""
 
 MIGRATIONS: list[str] = [
     """
@@ -40,5 +40,11 @@ MIGRATIONS: list[str] = [
         header TEXT NOT NULL,
         PRIMARY KEY (session_id, seq)
     ) WITHOUT ROWID;
+    """,
+    # list_sessions orders by updated_at and prune deletes by it (and history
+    # entries by saved_at): PostgreSQL's schema had both indexes from the start.
+    """
+    CREATE INDEX sessions_updated_at ON sessions (updated_at);
+    CREATE INDEX checkpoint_history_saved_at ON checkpoint_history (saved_at);
     """,
 ]

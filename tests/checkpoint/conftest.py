@@ -211,7 +211,7 @@ def storage_bytes(store: CheckpointStore, *, on_disk: bool = False) -> int:
         pages = db.execute("PRAGMA page_count").fetchone()[0] - db.execute("PRAGMA freelist_count").fetchone()[0]
         return pages * db.execute("PRAGMA page_size").fetchone()[0]
     if type(store).__name__ == "PostgresStore":
-        with store._tx() as cur:  # type: ignore[attr-defined]
+        with store._open(write=False) as cur:  # type: ignore[attr-defined]
             if not on_disk:
                 return sum(cur.execute(q.replace("LENGTH", "OCTET_LENGTH")).fetchone()[0] for q in _COLUMNS)
             return cur.execute(

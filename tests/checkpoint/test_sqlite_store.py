@@ -1,9 +1,10 @@
-"""The SQLite and memory stores: format round trip, idempotent writes, history."""
+"""The SQLite and memory stores: format round trip, idempotent writes, history, schema migrations."""
 
 from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import stat
 
 import pytest
@@ -14,6 +15,7 @@ from durable_agents.checkpoint import (
     ConfigurationError,
     MemoryStore,
     Message,
+    PostgresStore,
     SqliteStore,
     StoreCorruptError,
     ToolCall,
@@ -21,6 +23,7 @@ from durable_agents.checkpoint import (
     open_store,
 )
 from durable_agents.checkpoint.format import Role
+from durable_agents.checkpoint.stores.sqlite_schema import MIGRATIONS
 
 
 @pytest.fixture(params=["sqlite", "memory"])
@@ -164,3 +167,41 @@ def test_store_urls(tmp_path):
     assert isinstance(open_store("memory:"), MemoryStore)
     with pytest.raises(ConfigurationError, match="unknown store URL 'redis://x'"):
         open_store("redis://x")
+
+
+def test_an_older_store_file_gains_the_updated_at_indexes_on_open(tmp_path):
+    path = tmp_path / "old.db"
+    db = sqlite3.connect(path)  # a file as the release before the indexes left it: schema version 2
+    db.executescript(MIGRATIONS[0] + MIGRATIONS[1] + "CREATE TABLE schema_version (version INTEGER NOT NULL);")
+    db.execute("INSERT INTO schema_version VALUES (2)")
+    db.execute(
+        "INSERT INTO sessions VALUES ('old', 1, ?, NULL, 'finished', 0, 0, NULL, 1700000000.0)",
+        (Checkpoint(session_id="old", status=CheckpointStatus.FINISHED).header().to_json(),),
+    )
+    db.commit()
+    db.close()
+    store = SqliteStore(path)
+    assert store._db.execute("SELECT version FROM schema_version").fetchone()[0] == len(MIGRATIONS)
+    indexes = {r[0] for r in store._db.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+    assert {"sessions_updated_at", "checkpoint_history_saved_at"} <= indexes
+    assert [s.session_id for s in store.list_sessions()] == ["old"]
+    for query in (
+        "SELECT session_id FROM sessions ORDER BY updated_at DESC",
+        "SELECT session_id FROM sessions WHERE updated_at < 1",
+        "SELECT session_id FROM checkpoint_history WHERE saved_at < 1",
+    ):
+        plan = " ".join(r[-1] for r in store._db.execute("EXPLAIN QUERY PLAN " + query))
+        assert "USING INDEX" in plan or "USING COVERING INDEX" in plan, (query, plan)
+    store.close()
+    SqliteStore(path).close()  # opening an up-to-date file migrates nothing
+
+
+def test_postgres_has_the_same_indexes(postgres_url):
+    from tests.checkpoint.conftest import fresh_schema
+
+    with fresh_schema(postgres_url) as url:
+        store = PostgresStore(url)
+        with store._open(write=False) as cur:
+            rows = cur.execute("SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()").fetchall()
+        store.close()
+    assert {"sessions_updated_at", "checkpoint_history_saved_at"} <= {r[0] for r in rows}

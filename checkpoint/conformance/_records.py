@@ -1,0 +1,141 @@
+"""Checks of the stored record: the format, writes, and where the data lives."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+
+from durable_agents.checkpoint.conformance._base import (
+    T0,
+    ConformanceBase,
+    StoreHandles,
+    assistant,
+    full_checkpoint,
+    grow,
+    latest,
+    loaded,
+    requires,
+)
+from durable_agents.checkpoint.format import Checkpoint, CheckpointStatus
+from durable_agents.checkpoint.stores.base import StoreCapabilities
+
+
+class RecordChecks(ConformanceBase):
+    # -- format -----------------------------------------------------------------
+    def test_round_trip_keeps_the_exact_camel_case_format(self, stores: StoreHandles) -> None:
+        store = stores()
+        cp = full_checkpoint()
+        store.save(cp)
+        data = json.loads(loaded(store, "a").to_json())
+        assert loaded(store, "a").to_json() == cp.to_json()
+        assert data["stepIndex"] == 3 and data["approvalId"] == "ap-1" and data["formatVersion"] == 1
+        assert data["messages"][2]["toolCalls"][0] == {"id": "call_1", "name": "t", "arguments": {"i": 1}}
+        assert data["messages"][3]["toolCallId"] == "call_1" and data["messages"][3]["isError"] is True
+        assert data["remainingToolCalls"][0]["id"] == "c2" and data["fingerprint"]["digest"] == "d"
+        assert store.load_messages("a", 1, 2) == [cp.messages[1]]
+        assert latest(store, "a").message_count == 4
+        assert store.load("missing") is None and store.load_header("missing") is None
+        assert store.load_messages("missing") == []
+
+    def test_every_status_round_trips_and_filters(self, stores: StoreHandles) -> None:
+        store = stores()
+        for i, status in enumerate(CheckpointStatus):
+            store.save(
+                full_checkpoint(
+                    f"s-{status.value}",
+                    status=status,
+                    updated_at=T0 + timedelta(minutes=i),
+                    approval_id="ap" if status == CheckpointStatus.AWAITING_APPROVAL else None,
+                )
+            )
+        for status in CheckpointStatus:
+            assert loaded(store, f"s-{status.value}").status == status
+            assert [s.session_id for s in store.list_sessions(status=status)] == [f"s-{status.value}"]
+            assert [s.session_id for s in store.list_sessions(status=status.value)] == [f"s-{status.value}"]  # type: ignore[arg-type]
+
+    def test_a_record_from_an_older_format_version_loads_as_in_progress(self, stores: StoreHandles) -> None:
+        store = stores()
+        store.save(Checkpoint.model_validate_json(OLD_FORMAT))
+        old = loaded(store, "old")
+        assert old.status == CheckpointStatus.IN_PROGRESS and old.fingerprint is None
+        assert old.format_version == 1 and old.step_index == 2 and old.business_state == {"x": 1}
+        assert [m.content for m in old.messages] == ["hi", "hello"]
+        assert store.list_sessions(status=CheckpointStatus.IN_PROGRESS)[0].session_id == "old"
+
+    @requires("history")
+    def test_an_older_format_record_reads_back_from_history(self, stores: StoreHandles) -> None:
+        store = stores()
+        store.save(Checkpoint.model_validate_json(OLD_FORMAT))
+        assert store.history("old")[0].status == CheckpointStatus.IN_PROGRESS
+
+    # -- writes ----------------------------------------------------------------------
+    def test_rewriting_the_same_positions_is_idempotent(self, stores: StoreHandles) -> None:
+        store = stores()
+        grow(store, "a", 2)
+        header = latest(store, "a")
+        last = store.load_messages("a", header.message_count - 1)
+        before = loaded(store, "a")
+        for _ in range(2):  # a retried activity writes the same message at the same position again
+            store.append(header.model_copy(update={"updated_at": None}), header.message_count - 1, last)
+            store.save(loaded(store, "a").model_copy(update={"updated_at": None}))
+        assert loaded(store, "a").messages == before.messages
+        with pytest.raises(ValueError):
+            store.append(header, header.message_count + 1, [])  # count mismatch
+        with pytest.raises(ValueError):
+            store.append(
+                header.model_copy(update={"message_count": header.message_count + 2}),
+                header.message_count + 1,
+                [assistant(9)],
+            )  # a gap
+
+    @requires("history")
+    def test_a_retried_write_adds_no_history_entry(self, stores: StoreHandles) -> None:
+        store = stores()
+        grow(store, "a", 2)
+        header = latest(store, "a")
+        last = store.load_messages("a", header.message_count - 1)
+        before = store.history("a")
+        for _ in range(2):
+            store.append(header.model_copy(update={"updated_at": None}), header.message_count - 1, last)
+            store.save(loaded(store, "a").model_copy(update={"updated_at": None}))
+        assert loaded(store, "a").messages == before[0].checkpoint.messages
+        assert len(store.history("a")) == len(before)
+
+    # -- where the data lives ------------------------------------------------------------
+    def test_the_durable_flag_matches_the_claims(self, stores: StoreHandles, store_capabilities: StoreCapabilities):
+        assert isinstance(store_capabilities, StoreCapabilities)
+        assert stores().durable == store_capabilities.durable  # the worker refuses a store that is not durable
+
+    @requires("durable")
+    def test_a_save_outlives_the_handle_that_wrote_it(self, stores: StoreHandles) -> None:
+        first = stores()
+        first.save(full_checkpoint())
+        grow(first, "b", 2)
+        stores.close(first)
+        again = stores()
+        assert loaded(again, "a").to_json() == full_checkpoint().to_json()
+        assert len(loaded(again, "b").messages) == 4
+
+    @requires("shared_across_processes")
+    def test_a_second_handle_sees_the_first_ones_writes(self, stores: StoreHandles) -> None:
+        first, second = stores(), stores()
+        grow(first, "a", 2)
+        assert second.load("a") == first.load("a")
+        grow(second, "b", 1)
+        assert {s.session_id for s in first.list_sessions()} == {"a", "b"}
+        second.delete("a")
+        assert first.load("a") is None
+
+
+OLD_FORMAT = json.dumps(
+    {
+        "sessionId": "old",
+        "stepIndex": 2,
+        "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}],
+        "usage": {"inputTokens": 1, "outputTokens": 2, "requests": 1},
+        "businessState": {"x": 1},
+    }
+)
+"""A record as the first release wrote it (no formatVersion, status or fingerprint)."""

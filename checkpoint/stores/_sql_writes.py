@@ -1,0 +1,192 @@
+"""The write half of ``SqlStore`` (see ``_sql.py``): transcripts, the history ring, tool results.
+
+Every method here runs inside a write transaction that ``SqlStore._open``
+began, through ``SqlStore._run``; the public ones open it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from durable_agents.checkpoint.errors import StoreCorruptError
+from durable_agents.checkpoint.format import CheckpointHeader, Message
+from durable_agents.checkpoint.stores._common import batch_prefix, header_key, now, past_batch, stamped
+
+if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
+    from durable_agents.checkpoint.stores._sql import Dialect
+
+_UPSERT_SESSION = (
+    "INSERT INTO sessions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (session_id) DO UPDATE SET"
+    " transcript_id = excluded.transcript_id, header = excluded.header, agent = excluded.agent,"
+    " status = excluded.status, step_index = excluded.step_index, message_count = excluded.message_count,"
+    " approval_id = excluded.approval_id, updated_at = excluded.updated_at"
+)
+
+
+class SqlWrites:
+    """Writes of the SQL stores, over what ``SqlStore`` provides."""
+
+    dialect: ClassVar[Dialect]
+    history_limit: int
+    where: str
+    _cur: Any
+
+    if TYPE_CHECKING:
+
+        def _open(self, session_id: str | None = None, *, write: bool = True) -> AbstractContextManager[Any]: ...
+        def _run(self, query: str, params: tuple[Any, ...] | list[Any] = ()) -> Any: ...
+        def _session_row(self, session_id: str, *, lock: bool = False) -> tuple[int, int] | None: ...
+        def _parse_header(self, raw: str, session_id: str) -> CheckpointHeader: ...
+
+    def append(self, header: CheckpointHeader, start: int, messages: list[Message]) -> None:
+        header = stamped(header, start, messages)
+        with self._open(header.session_id):
+            row = self._session_row(header.session_id, lock=True)
+            self._append(row, header, start, [m.to_json() for m in messages])
+
+    def _append(self, row: tuple[int, int] | None, header: CheckpointHeader, start: int, bodies: list[str]) -> None:
+        sid = header.session_id
+        transcript_id, existing = self._transcript_for(row, sid, start, bodies)
+        new = [(sid, transcript_id, start + i, b) for i, b in enumerate(bodies) if start + i not in existing]
+        if new:
+            self._cur.executemany(self.dialect.sql("INSERT INTO messages VALUES (?, ?, ?, ?)"), new)
+        self._write_header(header, transcript_id)
+
+    def _transcript_for(
+        self, row: tuple[int, int] | None, session_id: str, start: int, bodies: list[str]
+    ) -> tuple[int, set[int]]:
+        """The transcript to write ``bodies`` at ``start`` into, and the positions it already holds."""
+        if row is None:
+            if start:
+                raise ValueError(f"session {session_id!r} does not exist; cannot write at {start}")
+            return self._fresh_transcript_id(session_id), set()
+        transcript_id, count = row
+        if start > count:
+            raise ValueError(f"session {session_id!r} has {count} messages; cannot write at {start}")
+        # Every row already at these positions counts, also ones past the current
+        # count (a shorter save keeps them for older history entries).
+        existing = dict(
+            self._run(
+                "SELECT position, body FROM messages WHERE session_id = ? AND transcript_id = ?"
+                " AND position >= ? AND position < ?",
+                (session_id, transcript_id, start, start + len(bodies)),
+            ).fetchall()
+        )
+        if all(body == bodies[pos - start] for pos, body in existing.items()):
+            return transcript_id, set(existing)
+        # An earlier message changes: the old rows stay for history entries.
+        fresh = self._fresh_transcript_id(session_id)
+        self._run(
+            "INSERT INTO messages SELECT session_id, ?, position, body FROM messages"
+            " WHERE session_id = ? AND transcript_id = ? AND position < ?",
+            (fresh, session_id, transcript_id, start),
+        )
+        return fresh, set()
+
+    def _fresh_transcript_id(self, session_id: str) -> int:
+        row = self._run("SELECT MAX(transcript_id) FROM messages WHERE session_id = ?", (session_id,)).fetchone()
+        return (row[0] or 0) + 1
+
+    def _write_header(self, header: CheckpointHeader, transcript_id: int) -> None:
+        """Make ``header`` the session's latest save and add it to the history ring.
+
+        A hook with this signature: ``durable_agents.testing.CrashingSqliteStore``
+        overrides it to crash while a checkpoint write is in flight.
+        """
+        saved_at = self.dialect.to_db_time(header.updated_at)  # type: ignore[arg-type]
+        self._run(
+            _UPSERT_SESSION,
+            (
+                header.session_id,
+                transcript_id,
+                header.to_json(),
+                header.agent,
+                header.status.value,
+                header.step_index,
+                header.message_count,
+                header.approval_id,
+                saved_at,
+            ),
+        )
+        if self.history_limit <= 0:
+            self._collect_garbage(header.session_id)
+        else:
+            self._add_history_entry(header, transcript_id, saved_at)
+
+    def _add_history_entry(self, header: CheckpointHeader, transcript_id: int, saved_at: object) -> None:
+        sid, key = header.session_id, header_key(header)
+        newest = self._run(
+            "SELECT seq, header, transcript_id FROM checkpoint_history WHERE session_id = ? ORDER BY seq DESC LIMIT 1",
+            (sid,),
+        ).fetchone()
+        if newest is not None and newest[1] == key and newest[2] == transcript_id:
+            return  # the same save again (a retried activity): no new entry
+        seq = newest[0] + 1 if newest else 1
+        self._run(
+            "INSERT INTO checkpoint_history VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (sid, seq, header.step_index, saved_at, header.status.value, transcript_id, key),
+        )
+        dropped = self._run(
+            "DELETE FROM checkpoint_history WHERE session_id = ? AND seq <= ? RETURNING transcript_id",
+            (sid, seq - self.history_limit),
+        ).fetchall()
+        if any(t != transcript_id for (t,) in dropped):
+            self._collect_garbage(sid)
+
+    def _collect_garbage(self, session_id: str) -> None:
+        """Drop transcripts that neither the session nor its history points at."""
+        self._run(
+            "DELETE FROM messages WHERE session_id = ? AND transcript_id NOT IN ("
+            " SELECT transcript_id FROM sessions WHERE session_id = ?"
+            " UNION SELECT transcript_id FROM checkpoint_history WHERE session_id = ?)",
+            (session_id, session_id, session_id),
+        )
+
+    # -- tool calls ---------------------------------------------------------------
+    def tool_started(self, session_id: str, tool_call_id: str) -> int:
+        with self._open():
+            row = self._run(
+                "INSERT INTO tool_calls VALUES (?, ?, 1, ?, NULL) ON CONFLICT (session_id, tool_call_id)"
+                " DO UPDATE SET starts = tool_calls.starts + 1 RETURNING starts",
+                (session_id, tool_call_id, self.dialect.to_db_time(now())),
+            ).fetchone()
+        return row[0] - 1
+
+    def record_tool_result(self, session_id: str, message: Message, batch_start: int, batch: list[str]) -> int:
+        with self._open(session_id):
+            row = self._session_row(session_id, lock=True)
+            self._run(
+                "INSERT INTO tool_calls VALUES (?, ?, 0, ?, ?) ON CONFLICT (session_id, tool_call_id)"
+                " DO UPDATE SET result = COALESCE(tool_calls.result, excluded.result)",
+                (session_id, message.tool_call_id, self.dialect.to_db_time(now()), message.to_json()),
+            )
+            if row is None:
+                raise StoreCorruptError(f"session {session_id!r} vanished from {self.where} mid-run")
+            return self._advance_results(row, session_id, batch_start, batch)
+
+    def _advance_results(self, row: tuple[int, int], session_id: str, batch_start: int, batch: list[str]) -> int:
+        """Append the batch's recorded results that extend the transcript in call order."""
+        raw = self._run("SELECT header FROM sessions WHERE session_id = ?", (session_id,)).fetchone()[0]
+        header = self._parse_header(raw, session_id)
+        count = header.message_count
+        results = self._batch_results(session_id, batch)
+        if past_batch(session_id, self.where, count, batch_start, batch, results):
+            return batch_start + len(batch)
+        new = batch_prefix(session_id, self.where, count, batch_start, batch, results)
+        if new:
+            messages = [Message.model_validate_json(body) for body in new]
+            updated = header.model_copy(update={"message_count": count + len(new), "updated_at": None})
+            self._append(row, stamped(updated, count, messages), count, new)
+        return count + len(new)
+
+    def _batch_results(self, session_id: str, batch: list[str]) -> dict[str, str]:
+        if not batch:
+            return {}
+        rows = self._run(
+            "SELECT tool_call_id, result FROM tool_calls WHERE session_id = ? AND result IS NOT NULL"
+            f" AND tool_call_id IN ({', '.join('?' * len(batch))})",
+            (session_id, *batch),
+        ).fetchall()
+        return dict(rows)

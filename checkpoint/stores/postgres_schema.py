@@ -1,0 +1,44 @@
+"""The PostgreSQL store's schema. Migrations are append-only: older databases gain new tables and indexes."""
+
+MIGRATIONS: list[str] = [
+    """
+    CREATE TABLE sessions (
+        session_id TEXT PRIMARY KEY,
+        transcript_id INTEGER NOT NULL,
+        header TEXT NOT NULL,
+        agent TEXT,
+        status TEXT NOT NULL,
+        step_index INTEGER NOT NULL,
+        message_count INTEGER NOT NULL,
+        approval_id TEXT,
+        updated_at TIMESTAMPTZ NOT NULL
+    );
+    CREATE INDEX sessions_updated_at ON sessions (updated_at);
+    CREATE TABLE messages (
+        session_id TEXT NOT NULL,
+        transcript_id INTEGER NOT NULL,
+        position INTEGER NOT NULL,
+        body TEXT NOT NULL,
+        PRIMARY KEY (session_id, transcript_id, position)
+    );
+    CREATE TABLE tool_calls (
+        session_id TEXT NOT NULL,
+        tool_call_id TEXT NOT NULL,
+        starts INTEGER NOT NULL,
+        first_started_at TIMESTAMPTZ NOT NULL,
+        result TEXT,
+        PRIMARY KEY (session_id, tool_call_id)
+    );
+    CREATE TABLE checkpoint_history (
+        session_id TEXT NOT NULL,
+        seq BIGINT NOT NULL,
+        step INTEGER NOT NULL,
+        saved_at TIMESTAMPTZ NOT NULL,
+        status TEXT NOT NULL,
+        transcript_id INTEGER NOT NULL,
+        header TEXT NOT NULL,
+        PRIMARY KEY (session_id, seq)
+    );
+    CREATE INDEX checkpoint_history_saved_at ON checkpoint_history (saved_at);
+    """,
+]
