@@ -18,7 +18,7 @@ from temporalio.converter import DataConverter, PayloadCodec
 from temporalio.envconfig import ClientConfig
 
 from durable_agents.checkpoint.errors import ConfigurationError
-from durable_agents.plugin import DurableAgentsPlugin
+from durable_agents.plugin import DurableAgentsPlugin, with_our_converter
 
 __all__ = ["DEFAULT_TASK_QUEUE", "connect"]
 
@@ -26,10 +26,8 @@ DEFAULT_TASK_QUEUE = "durable-agents"
 
 
 def data_converter(codec: PayloadCodec | None = None) -> DataConverter:
-    """The pydantic data converter, with ``codec`` when given."""
-    if codec is None:
-        return pydantic_data_converter
-    return dataclasses.replace(pydantic_data_converter, payload_codec=codec)
+    """The pydantic data converter, with ``codec`` when given (failure messages encoded too)."""
+    return with_our_converter(dataclasses.replace(pydantic_data_converter, payload_codec=codec))
 
 
 async def connect(

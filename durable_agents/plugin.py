@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from temporalio.contrib.pydantic import PydanticPayloadConverter, pydantic_data_converter
-from temporalio.converter import DataConverter
+from temporalio.converter import DataConverter, DefaultFailureConverter
 from temporalio.plugin import SimplePlugin
 from temporalio.worker import WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
@@ -59,18 +59,30 @@ PASSTHROUGH_MODULES = (
 WORKFLOW_FAILURE_EXCEPTION_TYPES: tuple[type[BaseException], ...] = (DurableAgentsError,)
 
 
+class EncodedFailureConverter(DefaultFailureConverter):
+    """Failures with their message and stack trace inside an encoded payload.
+
+    Used whenever a payload codec is set: a failure's message often quotes
+    model output, tool arguments or a provider's reply, which the codec must
+    protect like any other payload.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(encode_common_attributes=True)
+
+
 def with_our_converter(existing: DataConverter | None) -> DataConverter:
-    """The pydantic data converter, keeping a codec (and failure converter) the user set."""
-    if existing is None or existing is DataConverter.default:
+    """The pydantic data converter, keeping everything else the user set (codec,
+    failure converter); with a codec, failure messages are encoded too."""
+    base = existing if existing is not None else DataConverter.default
+    failures = base.failure_converter_class
+    if base.payload_codec is not None and failures is DefaultFailureConverter:
+        failures = EncodedFailureConverter
+    if issubclass(base.payload_converter_class, PydanticPayloadConverter) and failures is base.failure_converter_class:
+        return base
+    if base.payload_codec is None and failures is DefaultFailureConverter and base is DataConverter.default:
         return pydantic_data_converter
-    if issubclass(existing.payload_converter_class, PydanticPayloadConverter):
-        return existing
-    return dataclasses.replace(
-        pydantic_data_converter,
-        payload_codec=existing.payload_codec,
-        failure_converter_class=existing.failure_converter_class,
-        failure_converter=existing.failure_converter,
-    )
+    return dataclasses.replace(base, payload_converter_class=PydanticPayloadConverter, failure_converter_class=failures)
 
 
 def with_our_passthrough(existing: WorkflowRunner | None) -> WorkflowRunner:

@@ -5,11 +5,13 @@ from __future__ import annotations
 import base64
 from collections.abc import Sequence
 
+import pytest
+
 from temporalio.api.common.v1 import Payload
 from temporalio.client import Client
 from temporalio.converter import PayloadCodec
 
-from durable_agents import AgentClient, build_worker
+from durable_agents import AgentClient, ModelProviderError, build_worker
 from durable_agents.connection import data_converter
 from tests import agents
 from tests.conftest import session_id
@@ -72,3 +74,21 @@ async def test_a_payload_codec_encodes_everything_in_history(env, store, task_qu
     # (agent name, status, step, approval id) stay readable, as Temporal requires
     assert b"Book a table" not in raw and b"Paris" not in raw and b"Roscioli" not in raw
     assert b"binary/reversed" in raw
+
+
+async def test_with_a_codec_failure_messages_are_encoded_too(env, store, task_queue, monkeypatch):
+    """A provider's refusal quotes the request; with a codec, failures are encoded like payloads."""
+    encoded = Client(
+        env.client.service_client, namespace=env.client.namespace, data_converter=data_converter(ReversingCodec())
+    )
+    with FakeLLMServer() as server:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.anthropic_base_url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+        server.anthropic.reply_error(400, "prompt mentions Zanzibar-7781 which is not allowed")
+        sid = session_id()
+        async with build_worker(encoded, agents=[_agent("anthropic")], store=store, task_queue=task_queue):
+            with pytest.raises(ModelProviderError, match="Zanzibar-7781"):  # the caller still reads it
+                await AgentClient(encoded, store, task_queue).send("anthropic-agent", "Zanzibar?", session_id=sid)
+    raw = await _history_bytes(env.client, sid)
+    assert b"Zanzibar-7781" not in raw and b"Zanzibar?" not in raw
+    assert b"Encoded failure" in raw  # the failure is there, its text inside the codec's payload
