@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import random
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
+from functools import partial
 
 import pytest
 
@@ -23,7 +24,7 @@ from durable_agents.checkpoint.format import Checkpoint, CheckpointStatus, Messa
 from durable_agents.checkpoint.stores.base import CheckpointStore, StoreCapabilities
 
 
-def _in_threads(jobs: list[Callable[[], object]]) -> None:
+def _in_threads(jobs: Sequence[Callable[[], object]]) -> None:
     """Run every job in a thread of its own; re-raise the first failure."""
     errors: list[BaseException] = []
 
@@ -79,16 +80,13 @@ class SessionChecks(ConformanceBase):
         first, second = _two_handles(stores, store_capabilities)
         ids = [f"c{i}" for i in range(12)]
         with_calls(first, ids)
-        jobs = [(s, i, n) for i in ids for n, s in enumerate((first, second))]
+        jobs = [
+            partial(s.record_tool_result, "a", Message.tool_result(ToolCall(id=i, name="t"), f"{i}/{n}"), 2, ids)
+            for i in ids
+            for n, s in enumerate((first, second))
+        ]
         random.Random(7).shuffle(jobs)
-        _in_threads(
-            [
-                lambda s=s, i=i, n=n: s.record_tool_result(
-                    "a", Message.tool_result(ToolCall(id=i, name="t"), f"{i}/{n}"), 2, ids
-                )
-                for s, i, n in jobs
-            ]
-        )
+        _in_threads(jobs)
         messages = loaded(first, "a").messages[2:]
         assert [m.tool_call_id for m in messages] == ids
         assert all(m == first.tool_result("a", m.tool_call_id or "") for m in messages)
@@ -166,7 +164,11 @@ class SessionChecks(ConformanceBase):
         grow(store, "mixed", 4, at=T0 + timedelta(seconds=10))  # T0+10s .. T0+14s
         assert store.prune(T0 + timedelta(seconds=12)) == 0
         assert [e.step for e in store.history("mixed")] == [4, 3, 2]
-        assert [e.checkpoint.messages[-1].content[:6] for e in store.history("mixed")] == ["turn 3", "turn 2", "turn 1"]
+        assert [(e.checkpoint.messages[-1].content or "")[:6] for e in store.history("mixed")] == [
+            "turn 3",
+            "turn 2",
+            "turn 1",
+        ]
         grow(store, "stale", 1, at=datetime.now(UTC) - timedelta(days=3))
         grow(store, "fresh", 1)
         store.prune(timedelta(days=1))
@@ -177,7 +179,7 @@ class SessionChecks(ConformanceBase):
         self, stores: StoreHandles, store_capabilities: StoreCapabilities
     ) -> None:
         handles = _two_handles(stores, store_capabilities)
-        _in_threads([lambda n=n: grow(handles[n % 2], f"s{n}", 15, size=50) for n in range(8)])
+        _in_threads([partial(grow, handles[n % 2], f"s{n}", 15, size=50) for n in range(8)])
         first = handles[0]
         assert len(first.list_sessions()) == 8
         for n in range(8):

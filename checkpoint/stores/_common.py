@@ -84,7 +84,7 @@ def batch_prefix(
     return new
 
 
-def session_list_query(status: object, agent: str | None, mark: str) -> tuple[str, list[object]]:
+def session_list_query(status: str | None, agent: str | None, mark: str) -> tuple[str, list[object]]:
     """The ``list_sessions`` SQL (newest first) and its parameters; ``mark`` is the placeholder."""
     query = (
         "SELECT session_id, agent, status, step_index, message_count, approval_id, updated_at FROM sessions WHERE 1=1"

@@ -30,10 +30,12 @@ class SqlWrites:
 
     dialect: ClassVar[Dialect]
     history_limit: int
-    where: str
     _cur: Any
 
     if TYPE_CHECKING:
+
+        @property
+        def where(self) -> str: ...
 
         def _open(self, session_id: str | None = None, *, write: bool = True) -> AbstractContextManager[Any]: ...
         def _run(self, query: str, params: tuple[Any, ...] | list[Any] = ()) -> Any: ...
