@@ -77,6 +77,13 @@ def _check_port_free(host: str, port: int, what: str, flag: str) -> None:
             ) from e
 
 
+def _make_private(path: Path) -> None:
+    """An existing Temporal SQLite file made owner-only (new ones are: the server
+    runs with umask 077, and SQLite gives its -wal/-shm files the same mode)."""
+    for existing in path.parent.glob(path.name + "*"):
+        existing.chmod(0o600)
+
+
 def _find_binary(name: str) -> Path:
     exe = name + (".exe" if os.name == "nt" else "")
     for folder in (Path(sys.executable).parent, Path(sysconfig.get_path("scripts"))):
@@ -178,6 +185,7 @@ class DevServer:
         if self.db_file is not None:
             self.db_file = Path(self.db_file)
             self.db_file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            _make_private(self.db_file)
         if self.log_file is not None:
             self._log_path, self._temp_log = Path(self.log_file), False
             self._log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -194,7 +202,12 @@ class DevServer:
         )
         with open(self._log_path, "ab") as log:
             self._proc = subprocess.Popen(
-                self.command(), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, **group
+                self.command(),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                umask=0o077,  # its database holds every payload: owner-only
+                **group,
             )
         atexit.register(self.stop)
 

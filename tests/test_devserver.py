@@ -90,6 +90,17 @@ async def test_start_stop_restart_on_same_db(tmp_path: Path):
     assert second_pid is not None and gone(second_pid)
 
 
+async def test_temporals_db_file_is_owner_only_wherever_it_lives(tmp_path: Path):
+    tmp_path.chmod(0o755)  # an ordinary folder, not one we created private
+    db = tmp_path / "temporal.db"
+    async with DevServer(ui=False, db_file=db) as srv:
+        client = await Client.connect(srv.address)
+        await client.workflow_service.describe_namespace(DescribeNamespaceRequest(namespace="default"))
+        files = sorted(tmp_path.glob("temporal.db*"))
+        assert db in files
+        assert {f.name: stat.S_IMODE(f.stat().st_mode) for f in files} == {f.name: 0o600 for f in files}
+
+
 async def test_sync_context_manager_in_memory_headless():
     with DevServer(db_file=None, ui=False) as srv:
         assert srv.ui_url is None
