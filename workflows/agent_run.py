@@ -118,7 +118,7 @@ class AgentRunWorkflow:
             summary = await self._abort()
         summary.drift = point.drift
         self._outcome = summary
-        self._publish(summary.finish_reason, None)
+        self._publish(_status_after(summary.finish_reason), None, summary.finish_reason)
         await workflow.wait_condition(workflow.all_handlers_finished)
         return summary
 
@@ -394,17 +394,29 @@ class AgentRunWorkflow:
             summary=summary,
         )
 
-    def _publish(self, status: CheckpointStatus | FinishReason, approval_id: str | None) -> None:
+    def _publish(
+        self, status: CheckpointStatus, approval_id: str | None, finish_reason: FinishReason | None = None
+    ) -> None:
         search.publish(
             self.inp.search_attributes,
             agent=self.config.agent,
             status=str(status),
             step=self.state.step_index,
             approval_id=approval_id,
+            finish_reason=str(finish_reason) if finish_reason else None,
         )
 
     def _set_details(self, status: str) -> None:
         workflow.set_current_details(f"step {self.state.step_index} · {status}")
+
+
+def _status_after(reason: FinishReason) -> CheckpointStatus:
+    """The checkpoint status a run leaves behind: aborted runs stay resumable."""
+    if reason in (FinishReason.STOP, FinishReason.MAX_STEPS):
+        return CheckpointStatus.FINISHED
+    if reason == FinishReason.AWAITING_APPROVAL:
+        return CheckpointStatus.AWAITING_APPROVAL
+    return CheckpointStatus.IN_PROGRESS
 
 
 class Batch:

@@ -9,18 +9,34 @@ AGENT_NAME = SearchAttributeKey.for_keyword("AgentName")
 AGENT_STATUS = SearchAttributeKey.for_keyword("AgentStatus")
 AGENT_STEP = SearchAttributeKey.for_int("AgentStep")
 PENDING_APPROVAL_ID = SearchAttributeKey.for_keyword("PendingApprovalId")
+AGENT_FINISH_REASON = SearchAttributeKey.for_keyword("AgentFinishReason")
 
 SEARCH_ATTRIBUTES: dict[str, str] = {
     AGENT_NAME.name: "Keyword",
     AGENT_STATUS.name: "Keyword",
     AGENT_STEP.name: "Int",
     PENDING_APPROVAL_ID.name: "Keyword",
+    AGENT_FINISH_REASON.name: "Keyword",
 }
 """Name → type, as `temporal operator search-attribute create` takes them."""
 
 
-def publish(enabled: bool, *, agent: str, status: str, step: int, approval_id: str | None) -> None:
-    """Upsert the run's search attributes (only when the namespace has them registered)."""
+def publish(
+    enabled: bool,
+    *,
+    agent: str,
+    status: str,
+    step: int,
+    approval_id: str | None,
+    finish_reason: str | None = None,
+) -> None:
+    """Upsert the run's search attributes (only when the namespace has them registered).
+
+    ``status`` is the checkpoint status (``in-progress``, ``awaiting-approval``,
+    ``finished``) and nothing else; how a run ended is ``finish_reason``. A
+    closed execution keeps its last values: search for waiting runs with
+    ``AgentStatus = "awaiting-approval" AND ExecutionStatus = "Running"``.
+    """
     if not enabled:
         return
     workflow.upsert_search_attributes(
@@ -29,5 +45,6 @@ def publish(enabled: bool, *, agent: str, status: str, step: int, approval_id: s
             AGENT_STATUS.value_set(status),
             AGENT_STEP.value_set(step),
             PENDING_APPROVAL_ID.value_set(approval_id) if approval_id else PENDING_APPROVAL_ID.value_unset(),
+            AGENT_FINISH_REASON.value_set(finish_reason) if finish_reason else AGENT_FINISH_REASON.value_unset(),
         ]
     )
