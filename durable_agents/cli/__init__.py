@@ -6,14 +6,23 @@ Commands live in one module per concept: processes (``server``), runs
 
 Exit codes: 0 done; 1 the operation failed (a run failed, a session is busy,
 nothing to approve, Temporal refused); 2 wrong usage (bad flags or values,
-malformed JSON, unknown session or step, configuration); 130 interrupted.
+malformed JSON, unknown session or step, configuration); 130 interrupted;
+141 its output was closed early.
 Errors are one line on stderr (``DURABLE_AGENTS_DEBUG=1`` shows tracebacks).
+
+A closed output (``durable-agents sessions | head -1``) ends the command
+quietly, as it ends ``git log | head``: no message, exit 141 (128 + SIGPIPE),
+the status a shell reports for a tool that SIGPIPE stopped, so ``set -o
+pipefail`` scripts see the same as with git. (The process does not restore
+SIGPIPE's default action instead: Temporal's network threads share the
+process and must keep getting EPIPE, not the signal.)
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import io
 import os
 import sys
 from collections.abc import Sequence
@@ -24,6 +33,7 @@ from durable_agents.cli._common import STORE_ENV, default_store_url
 from durable_agents.connection import DEFAULT_TASK_QUEUE
 
 DEBUG_ENV = "DURABLE_AGENTS_DEBUG"
+OUTPUT_CLOSED = 128 + 13  # 128 + SIGPIPE, as a shell reports a tool stopped by it
 USAGE_ERRORS = (ConfigurationError, CheckpointNotFoundError)
 
 
@@ -64,10 +74,17 @@ async def _dispatch(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except BrokenPipeError:  # `--help | head -1`
+        return _output_closed()
     command = _dispatch(args)
     try:
-        return asyncio.run(command)
+        code = asyncio.run(command)
+        sys.stdout.flush()  # a closed pipe shows here when the output fit in the buffer
+        return code
+    except BrokenPipeError:
+        return _output_closed()
     except USAGE_ERRORS as e:  # wrong usage or setup: like argparse, exit 2
         return _fail(e.message, 2)
     except DurableAgentsError as e:
@@ -83,8 +100,29 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _fail(message: str, code: int) -> int:
-    print(f"durable-agents: error: {' '.join(str(message).split())}", file=sys.stderr)
+    try:
+        print(f"durable-agents: error: {' '.join(str(message).split())}", file=sys.stderr)
+    except BrokenPipeError:
+        return _output_closed()
     return code
+
+
+def _output_closed() -> int:
+    """The reader of our output went away: say nothing more, and exit 141.
+
+    What is still buffered, and anything printed later, goes to the null device,
+    so flushing at exit cannot fail again.
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                os.dup2(devnull, stream.fileno())
+            except (OSError, ValueError, io.UnsupportedOperation):  # not a file (e.g. a test's StringIO)
+                pass
+    finally:
+        os.close(devnull)
+    return OUTPUT_CLOSED
 
 
 def _describe(error: Exception) -> str:
@@ -102,6 +140,9 @@ def entry() -> None:
     threads can abort a finalizing interpreter after the work is done.
     """
     code = main()
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BrokenPipeError:
+            code = _output_closed()
     os._exit(code)

@@ -91,5 +91,8 @@ class Progress:
                 last = line
                 self.shown.append(line)
                 elapsed = time.monotonic() - self._started
-                print(f"  [{elapsed:5.1f}s] {self.session_id}: {line}", file=self.stream, flush=True)
+                try:
+                    print(f"  [{elapsed:5.1f}s] {self.session_id}: {line}", file=self.stream, flush=True)
+                except BrokenPipeError:  # stderr's reader went away: the wait goes on without progress
+                    return
             await asyncio.sleep(self.interval)
