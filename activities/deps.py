@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
+import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import TypeVar
 
 from temporalio import activity
@@ -13,10 +16,13 @@ from temporalio.exceptions import ApplicationError
 
 from durable_agents.activities.definitions import Agent
 from durable_agents.activities.providers.registry import ProviderRegistry
-from durable_agents.checkpoint.errors import DurableAgentsError
+from durable_agents.checkpoint.errors import DurableAgentsError, FailureType
 from durable_agents.checkpoint.stores.base import CheckpointStore
 
 T = TypeVar("T")
+
+RECORD_RETRY_SECONDS = 600.0
+"""How long :meth:`ActivityDeps.record_until_stored` rides out a store outage at most."""
 
 
 @dataclass
@@ -32,35 +38,86 @@ class ActivityDeps:
             raise ApplicationError(
                 f"this worker has no agent named {name!r} (it has: {known}); start a worker "
                 f"with `durable-agents worker --agent module:attr` for it",
-                type="ConfigurationError",
+                type=FailureType.CONFIGURATION,
                 non_retryable=True,
             )
         return agent
 
     async def in_store(self, fn: Callable[..., T], *args: object) -> T:
         """Run a store call off the event loop, heartbeating so a dead worker is noticed
-        in seconds; typed store errors fail for good, others are retried by Temporal."""
-        try:
-            async with heartbeating(0.5):
-                return await asyncio.to_thread(fn, *args)
-        except DurableAgentsError as e:
-            raise ApplicationError(e.message, type=type(e).__name__, non_retryable=True) from e
+        in seconds.
 
-    async def record_until_stored(self, fn: Callable[..., T], *args: object) -> T:
-        """A write that must not be lost once a tool has run: retried here, with
-        backoff, through a store outage (a retried activity would not know the
-        result and would have to report a durability error instead)."""
+        A typed store error fails the activity with an ``ApplicationError`` of its
+        ``failure_type``: retryable if the error is (``StoreUnavailableError``), so
+        Temporal retries the activity under the workflow's retry policy for it
+        (store and tool activities: until the store is back; the model activity:
+        its ``maximum_attempts``); non-retryable otherwise. Other exceptions pass
+        through unchanged (Temporal retries them too).
+        """
+        try:
+            return await self._call(fn, *args)
+        except DurableAgentsError as e:
+            raise application_error(e) from e
+
+    async def record_until_stored(
+        self, fn: Callable[..., T], *args: object, max_seconds: float = RECORD_RETRY_SECONDS
+    ) -> T:
+        """A write that must not be lost once a tool has run: retried here, in
+        process, through a store outage (a retried activity would not know the
+        result and would have to report a durability error instead).
+
+        Retried: retryable typed errors (``StoreUnavailableError``) and untyped
+        exceptions (a driver's own I/O error), with exponential backoff from
+        0.2 s up to 5 s between attempts, heartbeating throughout. Not retried:
+        a non-retryable typed error fails at once with a non-retryable
+        ``ApplicationError`` of its ``failure_type``.
+
+        Bounded: it gives up after ``max_seconds`` (default
+        :data:`RECORD_RETRY_SECONDS`), and in an activity one second before the
+        attempt's start-to-close timeout would cancel it, whichever comes
+        first; then it raises the last error as :meth:`in_store` would (so
+        Temporal retries the activity).
+        """
         delay = 0.2
+        deadline = time.monotonic() + min(max_seconds, _attempt_time_left() - 1.0)
         while True:
             try:
-                return await self.in_store(fn, *args)
+                return await self._call(fn, *args)
             except ApplicationError:
                 raise
-            except Exception as e:  # noqa: BLE001 - the store is unavailable for now
+            except Exception as e:
+                typed = isinstance(e, DurableAgentsError)
+                if (typed and not e.retryable) or time.monotonic() + delay > deadline:
+                    if typed:
+                        raise application_error(e) from e
+                    raise
                 activity.logger.warning("store write failed (%s); retrying in %.1fs", e, delay)
                 async with heartbeating(0.5):
                     await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
+
+    @staticmethod
+    async def _call(fn: Callable[..., T], *args: object) -> T:
+        async with heartbeating(0.5):
+            return await asyncio.to_thread(fn, *args)
+
+
+def application_error(error: DurableAgentsError) -> ApplicationError:
+    """``error`` as it crosses Temporal: its ``failure_type``, details, and retryability."""
+    return ApplicationError(
+        error.message, *error.failure_details(), type=error.failure_type, non_retryable=not error.retryable
+    )
+
+
+def _attempt_time_left() -> float:
+    """Seconds until this activity attempt's start-to-close timeout (infinite outside an activity)."""
+    if not activity.in_activity():
+        return math.inf
+    info = activity.info()
+    if info.start_to_close_timeout is None:
+        return math.inf
+    elapsed = (datetime.now(UTC) - info.started_time).total_seconds()
+    return info.start_to_close_timeout.total_seconds() - elapsed
 
 
 @contextlib.asynccontextmanager

@@ -15,6 +15,7 @@ from durable_agents.activities.contracts import MODEL_TURN, ModelTurnInput, Mode
 from durable_agents.activities.deps import ActivityDeps, heartbeating
 from durable_agents.activities.providers.base import ModelRequest, ModelResponse
 from durable_agents.activities.providers.registry import split_model_string
+from durable_agents.checkpoint.errors import FailureType
 from durable_agents.checkpoint.format import (
     CheckpointHeader,
     CheckpointStatus,
@@ -36,7 +37,7 @@ class ModelActivities:
             raise ApplicationError(
                 f"session {inp.session_id!r} has no checkpoint at message {inp.position}; "
                 "the store was changed under a live run",
-                type="CheckpointNotFoundError",
+                type=FailureType.CHECKPOINT_NOT_FOUND,
                 non_retryable=True,
             )
         if header.message_count > inp.position:
@@ -80,7 +81,7 @@ class ModelActivities:
         if response.message.role != Role.ASSISTANT:
             raise ApplicationError(
                 f"{provider_name} returned a {response.message.role} turn, not an assistant turn",
-                type="ModelProviderMalformedReply",
+                type=FailureType.MODEL_PROVIDER_MALFORMED_REPLY,
                 non_retryable=True,
             )
         return response

@@ -23,6 +23,7 @@ from durable_agents.activities.definitions import Agent
 from durable_agents.activities.deps import ActivityDeps
 from durable_agents.activities.tools import CANCELLED
 from durable_agents.activities.transcript import new_input_after, pending_tool_calls, strip_system
+from durable_agents.checkpoint.errors import FailureType
 from durable_agents.checkpoint.fingerprint import compare_fingerprints
 from durable_agents.checkpoint.format import (
     CheckpointHeader,
@@ -34,7 +35,7 @@ from durable_agents.checkpoint.format import (
 )
 
 
-def _fail(message: str, kind: str, *details: object) -> ApplicationError:
+def _fail(message: str, kind: FailureType, *details: object) -> ApplicationError:
     return ApplicationError(message, *details, type=kind, non_retryable=True)
 
 
@@ -58,7 +59,7 @@ class SessionActivities:
             raise _fail(
                 f"session {inp.session_id!r} is waiting for approval {header.approval_id}; "
                 "approve or reject it before sending new input",
-                "SessionAwaitingApprovalError",
+                FailureType.SESSION_AWAITING_APPROVAL,
                 header.approval_id,
             )
         messages = store.load_messages(inp.session_id, 0, header.message_count)
@@ -174,7 +175,7 @@ class SessionActivities:
                 f"session {session_id!r} has pending calls to tools that agent "
                 f"{agent.name!r} no longer has: {names}; deploy a worker whose agent has "
                 "them, or fork the session and patch their results",
-                "ResumeToolMissingError",
+                FailureType.RESUME_TOOL_MISSING,
             )
         drift = compare_fingerprints(header.fingerprint, fp)
         if drift is None or agent.on_agent_drift == "ignore":
@@ -184,7 +185,7 @@ class SessionActivities:
                 f"agent {agent.name!r} changed since session {session_id!r} was saved "
                 f"({drift.describe()}); the checkpoint is untouched. Resume it with the "
                 "previous agent, or set on_agent_drift='warn'",
-                "AgentDriftError",
+                FailureType.AGENT_DRIFT,
                 drift.to_dict(),
             )
         activity.logger.warning("agent %s drifted for session %s: %s", agent.name, session_id, drift.describe())

@@ -1,52 +1,129 @@
-"""Typed errors, each with a stable ``code``.
+"""Typed errors, each with a stable ``code``, a ``retryable`` flag and a ``failure_type``.
 
 Hierarchy::
 
-    DurableAgentsError
+    DurableAgentsError              DURABLE_AGENTS_ERROR
     ├── ConfigurationError          CONFIGURATION_ERROR
     ├── CheckpointNotFoundError     CHECKPOINT_NOT_FOUND
     ├── StoreCorruptError           STORE_CORRUPT
-    ├── StoreUnavailableError       STORE_UNAVAILABLE
+    ├── StoreUnavailableError       STORE_UNAVAILABLE       retryable
     └── (durable_agents.errors adds the run-level errors)
+
+:class:`FailureType` is the one list of failure kinds that cross Temporal: the
+``type`` of every ``ApplicationError`` an activity or workflow raises on purpose,
+and the key by which the client turns a failed run back into a typed error.
+It lives here, in the bottom layer (no Temporal, no LLM SDK), so that
+activities, providers, workflows and the client all name failures by it.
 """
 
 from __future__ import annotations
 
+from enum import StrEnum
+from typing import ClassVar
+
+
+class FailureType(StrEnum):
+    """The ``ApplicationError.type`` of each failure kind.
+
+    The values are wire format: they are recorded in workflow histories and
+    matched by running workflows' retry policies, so a value never changes
+    (add a member instead). Each member has one client-side error class
+    (``durable_agents._outcomes.FAILURE_ERRORS``).
+    """
+
+    DURABLE_AGENTS = "DurableAgentsError"
+    """A :class:`DurableAgentsError` of no more specific kind."""
+    CONFIGURATION = "ConfigurationError"
+    CHECKPOINT_NOT_FOUND = "CheckpointNotFoundError"
+    STORE_CORRUPT = "StoreCorruptError"
+    STORE_UNAVAILABLE = "StoreUnavailableError"
+    """The store server cannot be reached for now: retried."""
+    SESSION_AWAITING_APPROVAL = "SessionAwaitingApprovalError"
+    """details: (approval id,)"""
+    SESSION_BUSY = "SessionBusyError"
+    APPROVAL_NOT_PENDING = "ApprovalNotPendingError"
+    """An approval decision the run refuses (unknown or already decided); details: (approval id, pending id)."""
+    AGENT_DRIFT = "AgentDriftError"
+    """details: (the drift as a dict,)"""
+    RESUME_TOOL_MISSING = "ResumeToolMissingError"
+    TOOL_DURABILITY = "ToolDurabilityError"
+    RUN_FAILED = "RunFailedError"
+    MODEL_PROVIDER_REQUEST = "ModelProviderRequestError"
+    """The provider refused the request (a 4xx other than 408/409/425/429): final."""
+    MODEL_PROVIDER_RETRYABLE = "ModelProviderRetryableError"
+    """429/5xx/timeouts/connection errors: retried by the model activity's retry policy."""
+    MODEL_PROVIDER_MALFORMED_REPLY = "ModelProviderMalformedReply"
+    """The provider's reply cannot be read as an assistant turn: final."""
+
+    @property
+    def retryable(self) -> bool:
+        """Whether an activity failing with this type should be retried."""
+        return self in RETRYABLE_FAILURES
+
+
+RETRYABLE_FAILURES: frozenset[FailureType] = frozenset(
+    {FailureType.STORE_UNAVAILABLE, FailureType.MODEL_PROVIDER_RETRYABLE}
+)
+"""The transient failure kinds; every other kind fails its activity for good."""
+
 
 class DurableAgentsError(Exception):
-    """Base of every error this project raises on purpose."""
+    """Base of every error this project raises on purpose.
 
-    code: str = "DURABLE_AGENTS_ERROR"
+    ``code`` is stable (for programs and logs); ``failure_type`` is the
+    ``ApplicationError.type`` it crosses Temporal as when an activity raises
+    it; ``retryable`` says whether the failed call is worth retrying (the
+    activities retry such errors, see ``ActivityDeps.in_store``).
+    """
+
+    code: ClassVar[str] = "DURABLE_AGENTS_ERROR"
+    failure_type: ClassVar[FailureType] = FailureType.DURABLE_AGENTS
+    retryable: ClassVar[bool] = False
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+    def failure_details(self) -> tuple[object, ...]:
+        """JSON-able details that travel with the failure (``ApplicationError.details``)."""
+        return ()
 
 
 class ConfigurationError(DurableAgentsError):
     """Something is set up wrongly; the message says how to fix it."""
 
     code = "CONFIGURATION_ERROR"
+    failure_type = FailureType.CONFIGURATION
 
 
 class CheckpointNotFoundError(DurableAgentsError):
     """A session or step the store does not have."""
 
     code = "CHECKPOINT_NOT_FOUND"
+    failure_type = FailureType.CHECKPOINT_NOT_FOUND
 
     def __init__(self, message: str, *, session_id: str, kept_steps: list[int] | None = None) -> None:
         super().__init__(message)
         self.session_id = session_id
         self.kept_steps = kept_steps or []
 
+    def failure_details(self) -> tuple[object, ...]:
+        return (self.session_id, self.kept_steps)
+
 
 class StoreCorruptError(DurableAgentsError):
     """A store file or row that cannot be read."""
 
     code = "STORE_CORRUPT"
+    failure_type = FailureType.STORE_CORRUPT
 
 
 class StoreUnavailableError(DurableAgentsError):
-    """A store server that cannot be reached (the message names it, never its password)."""
+    """A store server that cannot be reached (the message names it, never its password).
+
+    Retryable: the same call may succeed once the server is back.
+    """
 
     code = "STORE_UNAVAILABLE"
+    failure_type = FailureType.STORE_UNAVAILABLE
+    retryable = True

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from pydantic import Field
-from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
+from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError, FailureError
 
 from durable_agents.activities.contracts import PendingApproval
 from durable_agents.activities.transcript import pending_tool_calls
+from durable_agents.checkpoint.errors import FailureType
 from durable_agents.checkpoint.fingerprint import AgentDrift
 from durable_agents.checkpoint.format import CheckpointStatus, FinishReason, FormatModel, Message, Role, ToolCall, Usage
 from durable_agents.checkpoint.stores.base import CheckpointStore
@@ -18,21 +19,17 @@ from durable_agents.errors import (
     ApprovalNotPendingError,
     CheckpointNotFoundError,
     ConfigurationError,
+    DurableAgentsError,
     ModelProviderError,
     ResumeToolMissingError,
     RunFailedError,
     SessionAwaitingApprovalError,
+    SessionBusyError,
     StoreCorruptError,
+    StoreUnavailableError,
+    ToolDurabilityError,
 )
 from durable_agents.workflows.contracts import RunSummary
-
-PROVIDER_FAILURES = {"ModelProviderRequestError", "ModelProviderMalformedReply", "ModelProviderRetryableError"}
-TYPED_FAILURES = {
-    "AgentDriftError": AgentDriftError,
-    "ResumeToolMissingError": ResumeToolMissingError,
-    "ConfigurationError": ConfigurationError,
-    "StoreCorruptError": StoreCorruptError,
-}
 
 
 class RunResult(FormatModel):
@@ -100,26 +97,79 @@ def pending_from_store(store: CheckpointStore, session_id: str) -> PendingApprov
     )
 
 
+# -- failures: ApplicationError.type (a FailureType) -> the typed error -------------------
+
+FailureMapper = Callable[[str, ApplicationError], DurableAgentsError]
+
+
+def _detail(failure: ApplicationError, index: int) -> object:
+    return failure.details[index] if len(failure.details) > index else None
+
+
+def _text(failure: ApplicationError, index: int) -> str | None:
+    value = _detail(failure, index)
+    return value if isinstance(value, str) else None
+
+
+def _run_failed(kind: type[RunFailedError]) -> FailureMapper:
+    def make(session_id: str, failure: ApplicationError) -> DurableAgentsError:
+        return kind(
+            f"run of session {session_id!r} failed: {failure.message}", session_id=session_id, cause_type=failure.type
+        )
+
+    return make
+
+
+def _checkpoint_not_found(session_id: str, failure: ApplicationError) -> DurableAgentsError:
+    kept = _detail(failure, 1)
+    return CheckpointNotFoundError(
+        failure.message,
+        session_id=_text(failure, 0) or session_id,
+        kept_steps=[int(k) for k in kept] if isinstance(kept, list) else None,
+    )
+
+
+def _approval_not_pending(session_id: str, failure: ApplicationError) -> DurableAgentsError:
+    return ApprovalNotPendingError(session_id, _text(failure, 0), _text(failure, 1), detail=failure.message)
+
+
+FAILURE_ERRORS: dict[FailureType, FailureMapper] = {
+    FailureType.DURABLE_AGENTS: lambda _, f: DurableAgentsError(f.message),
+    FailureType.CONFIGURATION: lambda _, f: ConfigurationError(f.message),
+    FailureType.CHECKPOINT_NOT_FOUND: _checkpoint_not_found,
+    FailureType.STORE_CORRUPT: lambda _, f: StoreCorruptError(f.message),
+    FailureType.STORE_UNAVAILABLE: lambda _, f: StoreUnavailableError(f.message),
+    FailureType.SESSION_AWAITING_APPROVAL: lambda sid, f: SessionAwaitingApprovalError(sid, _text(f, 0)),
+    FailureType.SESSION_BUSY: lambda sid, _: SessionBusyError(sid),
+    FailureType.APPROVAL_NOT_PENDING: _approval_not_pending,
+    FailureType.AGENT_DRIFT: lambda _, f: AgentDriftError(f.message),
+    FailureType.RESUME_TOOL_MISSING: lambda _, f: ResumeToolMissingError(f.message),
+    FailureType.TOOL_DURABILITY: lambda _, f: ToolDurabilityError(f.message),
+    FailureType.RUN_FAILED: _run_failed(RunFailedError),
+    FailureType.MODEL_PROVIDER_REQUEST: _run_failed(ModelProviderError),
+    FailureType.MODEL_PROVIDER_RETRYABLE: _run_failed(ModelProviderError),
+    FailureType.MODEL_PROVIDER_MALFORMED_REPLY: _run_failed(ModelProviderError),
+}
+"""The client-side error for every failure type (a test checks that none is missing)."""
+
+
+def failure_error(session_id: str, failure: ApplicationError) -> DurableAgentsError:
+    """The typed error for an ``ApplicationError`` by its ``type``; ``RunFailedError``
+    (with ``cause_type``) for a type that is not a :class:`FailureType`."""
+    try:
+        kind = FailureType(failure.type)
+    except ValueError:
+        return _run_failed(RunFailedError)(session_id, failure)
+    return FAILURE_ERRORS[kind](session_id, failure)
+
+
 def outcome_error(session_id: str, error: Exception) -> Exception:
-    """A typed error for a failed run or a refused update."""
-    if isinstance(error, WorkflowUpdateFailedError):
-        refused = str(error.cause)
-        if "is not pending" in refused or "already decided" in refused:
-            return ApprovalNotPendingError(session_id, None, None, detail=refused)
+    """A typed error for a failed run or a refused update (mapped by failure type, never by message)."""
     cause: BaseException | None = getattr(error, "cause", None)
     while isinstance(cause, FailureError) and cause.cause is not None and not isinstance(cause, ApplicationError):
         cause = cause.cause
     if isinstance(cause, ApplicationError):
-        if cause.type == "SessionAwaitingApprovalError":
-            return SessionAwaitingApprovalError(session_id, cause.details[0] if cause.details else None)
-        if cause.type == "CheckpointNotFoundError":
-            return CheckpointNotFoundError(cause.message, session_id=session_id)
-        if cause.type in TYPED_FAILURES:
-            return TYPED_FAILURES[cause.type](cause.message)
-        kind = ModelProviderError if cause.type in PROVIDER_FAILURES else RunFailedError
-        return kind(
-            f"run of session {session_id!r} failed: {cause.message}", session_id=session_id, cause_type=cause.type
-        )
+        return failure_error(session_id, cause)
     if isinstance(error, WorkflowFailureError):
         return RunFailedError(f"run of session {session_id!r} failed: {error.cause or error}", session_id=session_id)
     return error

@@ -1,4 +1,6 @@
-"""Errors a user of durable-agents can catch, each with a stable ``code``.
+"""Errors a user of durable-agents can catch, each with a stable ``code``, a
+``retryable`` flag and the ``failure_type`` (:class:`FailureType`) it crosses
+Temporal as.
 
 Hierarchy::
 
@@ -6,6 +8,7 @@ Hierarchy::
     ├── ConfigurationError                  CONFIGURATION_ERROR
     ├── CheckpointNotFoundError             CHECKPOINT_NOT_FOUND
     ├── StoreCorruptError                   STORE_CORRUPT
+    ├── StoreUnavailableError               STORE_UNAVAILABLE       retryable
     ├── SessionAwaitingApprovalError        SESSION_AWAITING_APPROVAL
     ├── SessionBusyError                    SESSION_BUSY
     ├── ApprovalNotPendingError             APPROVAL_NOT_PENDING
@@ -22,12 +25,15 @@ from durable_agents.checkpoint.errors import (
     CheckpointNotFoundError,
     ConfigurationError,
     DurableAgentsError,
+    FailureType,
     StoreCorruptError,
+    StoreUnavailableError,
 )
 
 
 class SessionAwaitingApprovalError(DurableAgentsError):
     code = "SESSION_AWAITING_APPROVAL"
+    failure_type = FailureType.SESSION_AWAITING_APPROVAL
 
     def __init__(self, session_id: str, approval_id: str | None) -> None:
         super().__init__(
@@ -37,9 +43,13 @@ class SessionAwaitingApprovalError(DurableAgentsError):
         self.session_id = session_id
         self.approval_id = approval_id
 
+    def failure_details(self) -> tuple[object, ...]:
+        return (self.approval_id,)
+
 
 class SessionBusyError(DurableAgentsError):
     code = "SESSION_BUSY"
+    failure_type = FailureType.SESSION_BUSY
 
     def __init__(self, session_id: str) -> None:
         super().__init__(
@@ -53,6 +63,7 @@ class ApprovalNotPendingError(DurableAgentsError):
     """A decision for an approval that is unknown, already decided, or timed out."""
 
     code = "APPROVAL_NOT_PENDING"
+    failure_type = FailureType.APPROVAL_NOT_PENDING
 
     def __init__(
         self, session_id: str, approval_id: str | None, pending: str | None, *, detail: str | None = None
@@ -66,19 +77,25 @@ class ApprovalNotPendingError(DurableAgentsError):
         self.approval_id = approval_id
         self.pending_approval_id = pending
 
+    def failure_details(self) -> tuple[object, ...]:
+        return (self.approval_id, self.pending_approval_id)
+
 
 class AgentDriftError(DurableAgentsError):
     code = "AGENT_DRIFT"
+    failure_type = FailureType.AGENT_DRIFT
 
 
 class ResumeToolMissingError(DurableAgentsError):
     code = "RESUME_TOOL_MISSING"
+    failure_type = FailureType.RESUME_TOOL_MISSING
 
 
 class ToolDurabilityError(DurableAgentsError):
     """Also the ``kind`` of a tool result recorded when a tool's execution was lost."""
 
     code = "TOOL_DURABILITY_ERROR"
+    failure_type = FailureType.TOOL_DURABILITY
     kind = "tool-durability-error"
 
 
@@ -86,6 +103,7 @@ class RunFailedError(DurableAgentsError):
     """A run stopped on an error; its last checkpoint is kept and it can be resumed."""
 
     code = "RUN_FAILED"
+    failure_type = FailureType.RUN_FAILED
 
     def __init__(self, message: str, *, session_id: str, cause_type: str | None = None) -> None:
         super().__init__(message)
@@ -97,6 +115,7 @@ class ModelProviderError(RunFailedError):
     """The model provider refused the request (e.g. a 400) or replied unreadably."""
 
     code = "MODEL_PROVIDER_ERROR"
+    failure_type = FailureType.MODEL_PROVIDER_REQUEST
 
 
 __all__ = [
@@ -105,11 +124,13 @@ __all__ = [
     "CheckpointNotFoundError",
     "ConfigurationError",
     "DurableAgentsError",
+    "FailureType",
     "ModelProviderError",
     "ResumeToolMissingError",
     "RunFailedError",
     "SessionAwaitingApprovalError",
     "SessionBusyError",
     "StoreCorruptError",
+    "StoreUnavailableError",
     "ToolDurabilityError",
 ]

@@ -5,9 +5,11 @@ from __future__ import annotations
 from datetime import timedelta
 
 from temporalio import workflow
+from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from durable_agents.activities.contracts import ApprovalDecision, PendingApproval
+    from durable_agents.checkpoint.errors import FailureType
     from durable_agents.checkpoint.format import ToolCall
 
 
@@ -25,16 +27,31 @@ class ApprovalGate:
         self._preset: tuple[str, ApprovalDecision] | None = None
 
     def validate(self, decision: ApprovalDecision) -> None:
+        """Refuse a decision for an approval that is not open (unknown or already decided).
+
+        Raises an ``ApplicationError`` of type ``FailureType.APPROVAL_NOT_PENDING``
+        with details ``(approval id, pending approval id or None)``; the client
+        maps it by type to ``ApprovalNotPendingError``.
+        """
+        pending = self.pending.approval_id if self.pending else None
         if decision.approval_id in self._decisions:
-            raise ValueError(f"approval {decision.approval_id} was already decided")
-        if self.pending is None or self.pending.approval_id != decision.approval_id:
-            waiting = self.pending.approval_id if self.pending else "none"
-            raise ValueError(f"approval {decision.approval_id} is not pending in this run (pending: {waiting})")
+            problem = "was already decided"
+        elif pending != decision.approval_id:
+            problem = f"is not pending in this run (pending: {pending or 'none'})"
+        else:
+            return
+        raise ApplicationError(
+            f"approval {decision.approval_id} {problem}",
+            decision.approval_id,
+            pending,
+            type=FailureType.APPROVAL_NOT_PENDING,
+            non_retryable=True,
+        )
 
     def offer(self, decision: ApprovalDecision) -> None:
         try:
             self.validate(decision)
-        except ValueError as e:
+        except ApplicationError as e:
             workflow.logger.warning("ignoring decision: %s", e)
             return
         self._decisions[decision.approval_id] = decision

@@ -22,6 +22,7 @@ from durable_agents.activities.providers.base import (
     retryable_error,
     status_error,
 )
+from durable_agents.checkpoint.errors import FailureType
 from durable_agents.checkpoint.format import Message, Role, ToolCall, ToolSpec, Usage
 
 _EMPTY_OBJECT_SCHEMA = {"type": "object", "properties": {}}
@@ -53,7 +54,9 @@ class AnthropicProvider:
         except anthropic.APIStatusError as exc:
             raise _status_error(exc) from exc
         except anthropic.APIConnectionError as exc:  # includes APITimeoutError
-            raise retryable_error(f"anthropic request failed: {exc}", kind="ModelProviderRetryableError") from exc
+            raise retryable_error(
+                f"anthropic request failed: {exc}", kind=FailureType.MODEL_PROVIDER_RETRYABLE
+            ) from exc
         except (anthropic.APIResponseValidationError, json.JSONDecodeError) as exc:
             raise _malformed(f"{type(exc).__name__}: {exc}") from exc
         return from_anthropic_reply(reply)
@@ -183,7 +186,7 @@ def _status_error(exc: anthropic.APIStatusError) -> ApplicationError:
 
 
 def _config_error(detail: str) -> ApplicationError:
-    return non_retryable_error(f"anthropic client could not be configured: {detail}", kind="ConfigurationError")
+    return non_retryable_error(f"anthropic client could not be configured: {detail}", kind=FailureType.CONFIGURATION)
 
 
 def _malformed(detail: str) -> ApplicationError:

@@ -15,6 +15,7 @@ from typing import Protocol
 from pydantic import BaseModel, Field
 from temporalio.exceptions import ApplicationError
 
+from durable_agents.checkpoint.errors import FailureType
 from durable_agents.checkpoint.format import Message, ToolSpec, Usage
 
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
@@ -66,7 +67,7 @@ def is_retryable_status(status: int) -> bool:
     return status in RETRYABLE_STATUS or status >= 500
 
 
-def retryable_error(message: str, *, kind: str, retry_after: float | None = None) -> ApplicationError:
+def retryable_error(message: str, *, kind: FailureType, retry_after: float | None = None) -> ApplicationError:
     return ApplicationError(
         message,
         type=kind,
@@ -75,7 +76,7 @@ def retryable_error(message: str, *, kind: str, retry_after: float | None = None
     )
 
 
-def non_retryable_error(message: str, *, kind: str) -> ApplicationError:
+def non_retryable_error(message: str, *, kind: FailureType) -> ApplicationError:
     return ApplicationError(message, type=kind, non_retryable=True)
 
 
@@ -94,9 +95,13 @@ def status_error(provider: str, status: int, body: object, fallback: str, header
     """An HTTP error from a provider: 408/409/425/429/5xx retried (honouring Retry-After), other 4xx final."""
     message = f"{provider} returned {status}: {provider_message(body, fallback)}"
     if is_retryable_status(status):
-        return retryable_error(message, kind="ModelProviderRetryableError", retry_after=retry_after_seconds(headers))
-    return non_retryable_error(message, kind="ModelProviderRequestError")
+        return retryable_error(
+            message, kind=FailureType.MODEL_PROVIDER_RETRYABLE, retry_after=retry_after_seconds(headers)
+        )
+    return non_retryable_error(message, kind=FailureType.MODEL_PROVIDER_REQUEST)
 
 
 def malformed_reply(provider: str, detail: str) -> ApplicationError:
-    return non_retryable_error(f"{provider} returned a malformed reply: {detail}", kind="ModelProviderMalformedReply")
+    return non_retryable_error(
+        f"{provider} returned a malformed reply: {detail}", kind=FailureType.MODEL_PROVIDER_MALFORMED_REPLY
+    )

@@ -22,6 +22,7 @@ from durable_agents.activities.providers.base import (
     retryable_error,
     status_error,
 )
+from durable_agents.checkpoint.errors import FailureType
 from durable_agents.checkpoint.format import Message, Role, ToolCall, ToolSpec, Usage
 
 INVALID_JSON_KEY = "__invalid_json__"
@@ -42,7 +43,7 @@ class OpenAIProvider:
                 self._client = openai.AsyncOpenAI(max_retries=0)
             except openai.OpenAIError as exc:  # e.g. OPENAI_API_KEY missing
                 raise non_retryable_error(
-                    f"openai client could not be configured: {exc}", kind="ConfigurationError"
+                    f"openai client could not be configured: {exc}", kind=FailureType.CONFIGURATION
                 ) from exc
         return self._client
 
@@ -54,7 +55,7 @@ class OpenAIProvider:
         except openai.APIStatusError as exc:
             raise _status_error(exc) from exc
         except openai.APIConnectionError as exc:  # includes APITimeoutError
-            raise retryable_error(f"openai request failed: {exc}", kind="ModelProviderRetryableError") from exc
+            raise retryable_error(f"openai request failed: {exc}", kind=FailureType.MODEL_PROVIDER_RETRYABLE) from exc
         except (openai.APIResponseValidationError, json.JSONDecodeError) as exc:
             raise _malformed(f"{type(exc).__name__}: {exc}") from exc
         return from_openai_reply(reply)

@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from durable_agents.activities.providers.base import ModelRequest, ModelResponse, non_retryable_error
+from durable_agents.checkpoint.errors import FailureType
 from durable_agents.checkpoint.format import Message, Role, ToolCall, Usage
 
 
@@ -55,7 +56,7 @@ class ScriptedProvider:
             raise non_retryable_error(
                 f"no script named {request.model!r} is registered in this worker: call "
                 f"register_script({request.model!r}, turns) in the module that defines the agent",
-                kind="ConfigurationError",
+                kind=FailureType.CONFIGURATION,
             )
         position = len(request.messages)
         if callable(script):

@@ -30,6 +30,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from durable_agents.activities.transcript import pending_tool_calls
+from durable_agents.checkpoint.errors import StoreUnavailableError  # what FailingStore raises
 from durable_agents.checkpoint.format import CheckpointStatus, Role
 from durable_agents.checkpoint.stores.base import CheckpointStore
 from durable_agents.testing._checks import GuaranteeSummary, GuaranteeViolation, check_guarantees
@@ -49,7 +50,7 @@ from durable_agents.testing._core import (
     recording_providers,
     side_effect_tool,
 )
-from durable_agents.testing._stores import CrashingSqliteStore, FailingStore, StoreUnavailableError
+from durable_agents.testing._stores import CrashingSqliteStore, FailingStore
 from durable_agents.testing._worker import WorkerProcess
 
 __all__ = [

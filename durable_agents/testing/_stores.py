@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from durable_agents.activities.tools import CANCELLED
+from durable_agents.checkpoint.errors import StoreUnavailableError
 from durable_agents.checkpoint.format import (
     CheckpointHeader,
     CheckpointStatus,
@@ -76,15 +77,13 @@ class CrashingSqliteStore(SqliteStore):
             self._crash(CrashWindow.DURING_CHECKPOINT_WRITE, header.session_id, message_count=header.message_count)
 
 
-class StoreUnavailableError(OSError):
-    """Raised by :class:`FailingStore` for a failing write (retryable: not a typed error)."""
-
-
 WRITE_METHODS = ("append", "record_tool_result", "tool_started")
 
 
 class FailingStore(CheckpointStore):
-    """Wraps a store; some writes raise :class:`StoreUnavailableError`.
+    """Wraps a store; some writes raise the real
+    :class:`~durable_agents.checkpoint.errors.StoreUnavailableError` (retryable), as
+    ``PostgresStore`` does when its server is down.
 
     - ``fail_writes=[n, …]``: the n-th write call raises (1-based, counted over
       ``methods``) — the ``crashAfterToolResults`` idea;
