@@ -29,7 +29,7 @@ from collections.abc import Sequence
 
 from durable_agents.checkpoint.errors import CheckpointNotFoundError, ConfigurationError, DurableAgentsError
 from durable_agents.cli import approvals, fork, inspect, runs, server, store
-from durable_agents.cli._common import STORE_ENV, default_store_url
+from durable_agents.cli._common import STORE_ENV, Detached, default_store_url
 from durable_agents.connection import DEFAULT_TASK_QUEUE
 
 DEBUG_ENV = "DURABLE_AGENTS_DEBUG"
@@ -85,6 +85,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
     except BrokenPipeError:
         return _output_closed()
+    except Detached as e:  # Ctrl-C while waiting: the run goes on in Temporal
+        return _say(e.line, 130)
     except USAGE_ERRORS as e:  # wrong usage or setup: like argparse, exit 2
         return _fail(e.message, 2)
     except DurableAgentsError as e:
@@ -100,8 +102,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _fail(message: str, code: int) -> int:
+    return _say(f"error: {message}", code)
+
+
+def _say(message: str, code: int) -> int:
+    """``durable-agents: <message>`` as one line on stderr; returns ``code``."""
     try:
-        print(f"durable-agents: error: {' '.join(str(message).split())}", file=sys.stderr)
+        print(f"durable-agents: {' '.join(str(message).split())}", file=sys.stderr)
     except BrokenPipeError:
         return _output_closed()
     return code

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import json
 import os
 import re
 import shlex
 import sys
+from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
 from urllib.parse import quote
@@ -27,6 +30,35 @@ _LOCAL_DEFAULTS = {"localhost:7233", "127.0.0.1:7233", "[::1]:7233"}
 
 class UsageError(ConfigurationError):
     """A malformed argument value: like argparse's own errors, exit 2."""
+
+
+class Detached(Exception):
+    """Ctrl-C while a command waited for Temporal: what is waited for goes on there.
+
+    ``main()`` prints ``line`` (one line on stderr) and exits 130.
+    """
+
+    def __init__(self, line: str) -> None:
+        super().__init__(line)
+        self.line = line
+
+
+@contextlib.asynccontextmanager
+async def detach_on_interrupt(line: str) -> AsyncIterator[None]:
+    """Turn Ctrl-C during the block into :class:`Detached` with ``line``.
+
+    ``asyncio.run`` answers SIGINT by cancelling the command's task; a Temporal
+    call it interrupts may raise its own error (e.g. the SDK's
+    ``WorkflowUpdateRPCTimeoutOrCancelledError``) instead of ``CancelledError``:
+    whatever is raised while the task is being cancelled is the interruption.
+    """
+    try:
+        yield
+    except (asyncio.CancelledError, Exception):
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise Detached(line) from None
+        raise
 
 
 def default_store_url() -> str:

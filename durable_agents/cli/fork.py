@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -23,6 +24,7 @@ from durable_agents.cli._common import (
     add_wait_flags,
     client_of,
     command_prefix,
+    detach_on_interrupt,
     parse_json,
     step_number,
     store_of,
@@ -135,7 +137,13 @@ def build_patch(args: argparse.Namespace) -> Patch:
 async def cmd_fork(args: argparse.Namespace) -> int:
     patch = build_patch(args)  # argument errors first, before any connection
     client = await client_of(args)
-    made = await client.fork(args.session, args.from_step, patch, args.new_session_id)
+    prefix = command_prefix(args)
+    gone_on = (
+        f"stopped waiting; the fork of session {shlex.quote(args.session)} goes on in Temporal: "
+        f"`{prefix} sessions` lists it once it is made"
+    )
+    async with detach_on_interrupt(gone_on):
+        made = await client.fork(args.session, args.from_step, patch, args.new_session_id)
     view = ForkMade(
         session_id=made.session_id,
         source_session_id=args.session,
@@ -143,7 +151,6 @@ async def cmd_fork(args: argparse.Namespace) -> int:
         agent=made.agent,
         message_count=made.message_count,
     )
-    prefix = command_prefix(args)
     if not args.json:
         print(
             f"forked {args.session} at step {made.step} into {made.session_id} "

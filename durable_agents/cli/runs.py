@@ -1,19 +1,27 @@
-"""Runs: ``run``, ``resume``, ``cancel``, and how every waiting command prints an outcome."""
+"""Runs: ``run``, ``resume``, ``watch``, ``cancel``, and how every waiting command prints an outcome.
+
+Ctrl-C while a command waits for a run stops the waiting only: the run goes on
+in Temporal, and ``watch SESSION`` follows it again (exit 130).
+"""
 
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 import time
 import uuid
 from collections.abc import Awaitable
 
 from durable_agents._outcomes import RunResult
-from durable_agents.checkpoint.format import CheckpointStatus
+from durable_agents.checkpoint.errors import DurableAgentsError
+from durable_agents.checkpoint.format import CheckpointStatus, Message, Role
 from durable_agents.cli._common import (
     add_wait_flags,
     client_of,
     command_prefix,
+    detach_on_interrupt,
+    live_run,
     progress_wanted,
     store_of,
     ui_link,
@@ -45,6 +53,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_wait_flags(resume)
     resume.set_defaults(func=cmd_resume)
 
+    watch = sub.add_parser(
+        "watch",
+        help="follow a session's live run (progress, then its outcome, as `run` prints it); "
+        "a finished or paused session's outcome at once",
+    )
+    watch.add_argument("session")
+    watch.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_wait_flags(watch)
+    watch.set_defaults(func=cmd_watch)
+
     cancel = sub.add_parser("cancel", help="abort a session's live run (the checkpoint stays resumable)")
     cancel.add_argument("session")
     cancel.add_argument("--json", action="store_true", help="print the aborted run's result as JSON")
@@ -53,9 +71,17 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 # -- waiting and printing outcomes ---------------------------------------------------------
 async def wait_for(args: argparse.Namespace, session_id: str, waiting: Awaitable[RunResult]) -> RunResult:
-    """Await ``waiting`` (a run's outcome) with live progress on stderr when wanted."""
+    """Await ``waiting`` (a run's outcome) with live progress on stderr when wanted.
+
+    Ctrl-C stops the waiting, not the run: :class:`Detached` says how to follow it again.
+    """
     client = await client_of(args)
-    async with Progress(client.temporal, session_id, enabled=progress_wanted(args)):
+    quoted = shlex.quote(session_id)
+    gone_on = (
+        f"stopped waiting; the run of session {quoted} goes on in Temporal: "
+        f"follow it again with `{command_prefix(args)} watch {quoted}`"
+    )
+    async with detach_on_interrupt(gone_on), Progress(client.temporal, session_id, enabled=progress_wanted(args)):
         return await waiting
 
 
@@ -116,6 +142,41 @@ async def cmd_resume(args: argparse.Namespace) -> int:
     start = header.message_count if header.status == CheckpointStatus.FINISHED else header.run_start_index or 0
     await print_outcome(args, result, start=start, started=started)
     return 0
+
+
+async def cmd_watch(args: argparse.Namespace) -> int:
+    from temporalio.service import RPCError, RPCStatusCode
+
+    client = await client_of(args)
+    before = store_of(args).load_header(args.session)
+    if before is None and not await live_run(client, args.session):
+        raise unknown_session(args, args.session)
+    try:
+        result = await wait_for(args, args.session, client.outcome(args.session))
+    except RPCError as e:
+        if e.status != RPCStatusCode.NOT_FOUND or before is None:
+            raise
+        raise _no_run(args, before.status, before.step_index) from None
+    header = store_of(args).load_header(args.session)
+    await print_outcome(args, result, start=_run_start(result.messages, header and header.run_start_index))
+    return 0
+
+
+def _run_start(messages: list[Message], index: int | None) -> int:
+    """Where the run's output starts: its first input (from 0 for a session's first run, as `run` prints it)."""
+    if not index or all(m.role == Role.SYSTEM for m in messages[:index]):
+        return 0
+    return index
+
+
+def _no_run(args: argparse.Namespace, status: CheckpointStatus, step: int) -> DurableAgentsError:
+    quoted, prefix = shlex.quote(args.session), command_prefix(args)
+    hint = f"see it with `{prefix} show {quoted}`"
+    if status == CheckpointStatus.IN_PROGRESS:
+        hint += f", continue it with `{prefix} resume {quoted}`"
+    return DurableAgentsError(
+        f"session {args.session!r} has no run in Temporal to watch (its checkpoint: {status.value}, step {step}); {hint}"
+    )
 
 
 async def cmd_cancel(args: argparse.Namespace) -> int:

@@ -29,3 +29,13 @@ register_script(
 )
 
 napper_agent = Agent(name="napper", model="scripted:cli-nap-then-answer", tools=[nap])
+
+register_script(
+    "cli-long-nap",
+    [
+        ScriptedTurn(text="A long nap first.", tool_calls=[ScriptedToolCall(name="nap", arguments={"seconds": 6})]),
+        ScriptedTurn(text="Rested at last."),
+    ],
+)
+
+dozer_agent = Agent(name="dozer", model="scripted:cli-long-nap", tools=[nap])

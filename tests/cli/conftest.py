@@ -31,6 +31,7 @@ AGENTS = [
     "tests.agents:bad_agent",
     "tests.agents:looping_agent",
     "tests.cli.agents_cli:napper_agent",
+    "tests.cli.agents_cli:dozer_agent",
 ]
 
 
