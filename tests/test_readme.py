@@ -1,0 +1,235 @@
+"""The README's Python snippets, run as written.
+
+The ``file=`` blocks are written into a fresh project; ``durable-agents worker
+--agent myapp.agents:booker`` runs there (cwd and PYTHONPATH = the project)
+against the session's Temporal dev server, its real Anthropic SDK pointed at
+``FakeLLMServer``; the ``client`` blocks run in order in a separate process
+(``tests/readme_snippets.py``) with ``TEMPORAL_ADDRESS`` set, so
+``AgentClient.connect(store=SqliteStore(".durable-agents/store.db"))`` reaches
+the same server and store. Then the README's plain-temporalio worker runs one
+more session. The checks are what a reader relies on: the run pauses for
+approval, approving continues it, the card is charged once, fork and inspect
+work.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from temporalio.testing import WorkflowEnvironment
+
+from durable_agents.checkpoint import CheckpointStatus, Role, SqliteStore
+from tests.fakes.llm_server import FakeLLMServer
+from tests.readme_snippets import Block, ReadmeMarkerError, compile_block, parse, write_project
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+RUNNER = Path(__file__).resolve().parent / "readme_snippets.py"
+BIN = Path(sys.executable).parent
+API_KEY = "readme-test-key"
+MAX_SKIPS = 2
+"""Skipped blocks are the exception: each one is a snippet nobody runs."""
+
+
+def readme_blocks() -> list[Block]:
+    return parse(README.read_text(), README.name)
+
+
+# -- the markers (no server) -------------------------------------------------------------
+def test_every_python_block_is_marked_and_compiles():
+    blocks = readme_blocks()
+    kinds = [b.kind for b in blocks]
+    assert kinds.count("file") >= 1 and kinds.count("client") >= 1, kinds
+    assert kinds.count("skip") <= MAX_SKIPS, [b.reason for b in blocks if b.kind == "skip"]
+    for block in blocks:
+        if block.kind == "skip":
+            continue
+        compile_block(block, str(README))  # a SyntaxError names the README line
+        first = block.code.splitlines()[0]
+        if block.kind == "file" and first.startswith("# ") and first.split()[1].endswith(".py"):
+            assert first.split()[1] == block.path, f"README.md:{block.line}: comment names another file"
+
+
+def test_the_parser_refuses_unmarked_or_badly_marked_blocks():
+    fine = '<!-- readme-test: client -->\n```python\nx = 1\n```\n\n<!-- readme-test: skip reason="a fragment" -->\n'
+    fine += "```py\nasync def f(): ...\n```\n\n- item\n\n  <!-- readme-test: file=pkg/m.py -->\n  ```python\n  y = 2\n  ```\n"
+    kinds = [(b.kind, b.path, b.reason, b.code, b.line) for b in parse(fine)]
+    assert kinds == [
+        ("client", None, None, "x = 1\n", 3),
+        ("skip", None, "a fragment", "async def f(): ...\n", 8),
+        ("file", "pkg/m.py", None, "y = 2\n", 15),
+    ]
+    assert parse("```sh\nmake test\n```\n") == []  # only python blocks need a marker
+    bad = {
+        "```python\nx = 1\n```\n": "without a readme-test marker",
+        "<!-- readme-test: skip -->\n```python\nx\n```\n": "needs a reason",
+        '<!-- readme-test: skip reason="" -->\n```python\nx\n```\n': "needs a reason",
+        "<!-- readme-test: file=/etc/x.py -->\n```python\nx\n```\n": "relative path",
+        "<!-- readme-test: run -->\n```python\nx\n```\n": "unknown readme-test marker",
+        "<!-- readme-test: client -->\nSome text.\n```python\nx\n```\n": "without a python block",
+        "<!-- readme-test: client -->\n```sh\nls\n```\n": "before a sh block",
+        "text\n<!-- readme-test: client -->\n": "without a python block",
+    }
+    for text, needle in bad.items():
+        with pytest.raises(ReadmeMarkerError, match=needle):
+            parse(text)
+
+
+# -- the tour, run (a Temporal server, a worker process, a client process) ---------------
+def project_env(project: Path, **extra: str) -> dict[str, str]:
+    """This environment minus anything that would point the snippets elsewhere."""
+    dropped = ("PYTHONPATH", "PYTHONSAFEPATH", "ANTHROPIC_", "OPENAI_", "TEMPORAL_", "DURABLE_AGENTS_")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(dropped)}
+    return {**env, "PYTHONPATH": str(project), **extra}
+
+
+def start_worker(cmd: list[str], project: Path, env: dict[str, str], log: Path) -> subprocess.Popen:
+    with log.open("w") as out:
+        proc = subprocess.Popen(cmd, cwd=project, env=env, stdout=out, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 60
+    while "worker for" not in log.read_text():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            stop(proc)
+            pytest.fail(f"the README's worker did not start:\n{log.read_text()}")
+        time.sleep(0.1)
+    return proc
+
+
+def stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=30)
+
+
+def tool_results(store: SqliteStore, session_id: str) -> list[tuple[str, object]]:
+    return [
+        (m.tool_name, json.loads(m.content or "null")) for m in store.load(session_id).messages if m.role == Role.TOOL
+    ]
+
+
+def test_the_readme_tour_runs_as_written(env: WorkflowEnvironment, tmp_path: Path):
+    blocks = readme_blocks()
+    project = tmp_path / "project"
+    project.mkdir()
+    write_project(blocks, project)
+    address = env.client.service_client.config.target_host
+    task_queue = f"readme-{uuid.uuid4().hex[:8]}"
+    store_path = project / ".durable-agents" / "store.db"
+    log, trace_path = tmp_path / "worker.log", tmp_path / "trace.json"
+
+    with FakeLLMServer() as llm:
+        # What the tour's model says, in the order the tour asks.
+        llm.anthropic.reply_tool_calls([("get_weather", {"city": "Rome"}, "toolu_1")], text="Checking the sky.")
+        llm.anthropic.reply_tool_calls([("charge_card", {"amount_cents": 4000}, "toolu_2")], text="Deposit next.")
+        llm.anthropic.reply_text("Booked: a table for 2 tonight, deposit paid.")
+        llm.anthropic.reply_text("It will rain, so I booked a table indoors.")  # the resumed fork
+        llm.anthropic.reply_text("Booked: a table for 4 tomorrow.")  # the plain-temporalio worker's run
+
+        worker_cmd = [
+            str(BIN / "durable-agents"),
+            *("--address", address, "--task-queue", task_queue, "--store", f"sqlite:///{store_path}"),
+            *("worker", "--agent", "myapp.agents:booker"),
+        ]
+        worker_env = project_env(project, ANTHROPIC_BASE_URL=llm.anthropic_base_url, ANTHROPIC_API_KEY=API_KEY)
+        worker = start_worker(worker_cmd, project, worker_env, log)
+        try:
+            client_cmd = [sys.executable, "-P", str(RUNNER), str(README), str(trace_path), task_queue]
+            client_cmd += ["--plain", "myapp.temporal_app:run_worker", "chat-43", "Book a table for 4 tomorrow"]
+            plain_env = {"ANTHROPIC_BASE_URL": llm.anthropic_base_url, "ANTHROPIC_API_KEY": API_KEY}
+            try:
+                ran = subprocess.run(
+                    client_cmd,
+                    cwd=project,
+                    env=project_env(project, TEMPORAL_ADDRESS=address, **plain_env),
+                    capture_output=True,
+                    text=True,
+                    timeout=300,
+                )
+            except subprocess.TimeoutExpired as e:
+                pytest.fail(
+                    f"the README's client snippets hung:\n{e.stdout}\n{e.stderr}\n--- worker ---\n{log.read_text()}"
+                )
+            requests = [r for r in llm.requests if r["path"] == "/v1/messages"]
+        finally:
+            stop(worker)
+
+    def context() -> str:
+        trace = trace_path.read_text() if trace_path.exists() else "(no trace)"
+        return (
+            f"\n--- client stdout ---\n{ran.stdout}\n--- client stderr ---\n{ran.stderr}"
+            f"\n--- worker log ---\n{log.read_text()}\n--- trace ---\n{trace[-4000:]}"
+        )
+
+    try:
+        exit_code = ran.returncode  # (not ran.returncode in the assert: pytest would print all of ran)
+        assert exit_code == 0, f"the README's client snippets failed (exit {exit_code})"
+        check_tour(json.loads(trace_path.read_text()), ran.stdout, requests, store_path)
+    except (AssertionError, LookupError, ValueError, TypeError) as e:  # a check failed, or the trace lacks a part
+        raise AssertionError(f"{type(e).__name__}: {e}{context()}") from e
+
+
+def check_tour(trace: dict, stdout: str, requests: list[dict], store_path: Path) -> None:
+    def after(call: str) -> dict:
+        (entry,) = [b for b in trace["blocks"] if call in b["code"]]
+        return entry["result"]
+
+    # send(): the run pauses on the charge, which needs approval
+    paused = after("client.send(")
+    assert paused["finish_reason"] == "awaiting-approval" and paused["approval_id"], paused
+    assert stdout.startswith("awaiting-approval 2 "), stdout
+    assert "charge_card {'amount_cents': 4000}" in stdout, stdout
+    # approve(): the same run goes on to its end
+    done = after("client.approve(")
+    assert (done["session_id"], done["finish_reason"]) == ("chat-42", "stop"), done
+    assert done["messages"][-1]["content"] == "Booked: a table for 2 tonight, deposit paid."
+    # fork on Temporal, then resume it: a new session from step 1, with the new input
+    forked = after("client.resume(")
+    assert (forked["session_id"], forked["finish_reason"]) == ("chat-42.fork-1", "stop"), forked
+    assert [m["content"] for m in forked["messages"] if m["role"] == "user"][-1] == "It will rain."
+    # the store-only fork and compare
+    names = trace["namespace"]
+    assert names["made"]["session_id"] == "chat-42.fork-2"
+    assert names["cmp"]["diverged_at"] == 1 and names["cmp"]["drift"]["step_count"] == {"a": 3, "b": 1}
+    # the plain-temporalio worker
+    assert (trace["plain"]["session_id"], trace["plain"]["finish_reason"]) == ("chat-43", "stop")
+
+    store = SqliteStore(store_path)
+    try:
+        assert store.load("chat-42").status == CheckpointStatus.FINISHED
+        assert any(e.status == CheckpointStatus.AWAITING_APPROVAL for e in store.history("chat-42"))
+        receipt = {"receipt": "r-1", "amount_cents": 4000}  # the stand-in's first and only charge
+        assert tool_results(store, "chat-42") == [
+            ("get_weather", {"city": "Rome", "forecast": "clear"}),
+            ("charge_card", receipt),
+        ]
+        charges = [
+            result
+            for summary in store.list_sessions()
+            for name, result in tool_results(store, summary.session_id)
+            if name == "charge_card"
+        ]
+        assert charges == [receipt], charges  # forks start before the charge and never repeat it
+        assert tool_results(store, "chat-42.fork-2") == [("get_weather", {"forecast": "rain"})]
+        assert store.load("chat-42.fork-2").status == CheckpointStatus.IN_PROGRESS
+    finally:
+        store.close()
+
+    # the worker's real SDK called the fake: 3 turns for chat-42, 1 for the fork, 1 for chat-43
+    assert len(requests) == 5, [r["body"]["messages"][-1] for r in requests]
+    keys = [r["headers"].get("x-api-key") or r["headers"].get("authorization", "") for r in requests]
+    assert all(API_KEY in key for key in keys), keys  # the worker's environment, as the README says
+    assert {r["body"]["model"] for r in requests} == {"claude-sonnet-4-5"}
+    sent_back = [b for b in requests[2]["body"]["messages"][-1]["content"] if b.get("type") == "tool_result"]
+    assert [(b["tool_use_id"], json.loads(b["content"])) for b in sent_back] == [("toolu_2", receipt)]
