@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from durable_agents.checkpoint.errors import CheckpointNotFoundError, ConfigurationError, DurableAgentsError
 from durable_agents.cli import approvals, fork, inspect, runs, server, store
 from durable_agents.cli._common import STORE_ENV, Detached, default_store_url
+from durable_agents.cli._messages import cli_message
 from durable_agents.connection import DEFAULT_TASK_QUEUE
 
 DEBUG_ENV = "DURABLE_AGENTS_DEBUG"
@@ -88,9 +89,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Detached as e:  # Ctrl-C while waiting: the run goes on in Temporal
         return _say(e.line, 130)
     except USAGE_ERRORS as e:  # wrong usage or setup: like argparse, exit 2
-        return _fail(e.message, 2)
+        return _fail(cli_message(e, args), 2)
     except DurableAgentsError as e:
-        return _fail(e.message, 1)
+        return _fail(cli_message(e, args), 1)
     except KeyboardInterrupt:
         return 130
     except Exception as e:

@@ -134,8 +134,21 @@ def build_patch(args: argparse.Namespace) -> Patch:
 
 
 # -- the command ------------------------------------------------------------------------------
+def _check_source_and_target(args: argparse.Namespace) -> None:
+    """What the fork would refuse, refused here in CLI words (and without waiting for a worker)."""
+    store = store_of(args)
+    target = args.new_session_id
+    if target is not None and (target == args.session or store.load_header(target) is not None):
+        raise UsageError(
+            f"cannot fork into session {target!r}: it already has a checkpoint; delete it first "
+            f"(`{command_prefix(args)} delete {shlex.quote(target)}`), pick another --new-session-id, "
+            f"or leave the flag out for {args.session}.fork-<n>"
+        )
+
+
 async def cmd_fork(args: argparse.Namespace) -> int:
     patch = build_patch(args)  # argument errors first, before any connection
+    _check_source_and_target(args)
     client = await client_of(args)
     prefix = command_prefix(args)
     gone_on = (

@@ -17,6 +17,7 @@ from durable_agents._outcomes import RunResult
 from durable_agents.checkpoint.errors import DurableAgentsError
 from durable_agents.checkpoint.format import CheckpointStatus, Message, Role
 from durable_agents.cli._common import (
+    UsageError,
     add_wait_flags,
     client_of,
     command_prefix,
@@ -136,6 +137,8 @@ async def cmd_resume(args: argparse.Namespace) -> int:
     header = store_of(args).load_header(args.session)
     if header is None:
         raise unknown_session(args, args.session)
+    if not (args.agent or header.agent):
+        raise UsageError(f"session {args.session!r} records no agent: name the one to run it with --agent NAME")
     started = time.perf_counter()
     result = await wait_for(args, args.session, client.resume(args.session, agent=args.agent))
     # a finished session continues after its end; an unfinished one is shown from its run's start

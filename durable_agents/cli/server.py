@@ -9,7 +9,7 @@ import signal
 from pathlib import Path
 
 from durable_agents.checkpoint.stores import redact
-from durable_agents.cli._common import store_of
+from durable_agents.cli._common import UsageError, store_of
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -96,7 +96,7 @@ async def run_worker(args: argparse.Namespace, address: str | None) -> int:
     from durable_agents.worker import build_worker
 
     agents = [a for spec in args.agent for a in load_agents(spec)]
-    store = store_of(args)
+    store = durable_store(args)
     client = await connect(address, args.namespace)
     worker = build_worker(client, agents=agents, store=store, task_queue=args.task_queue)
     names = ", ".join(a.name for a in agents)
@@ -106,13 +106,27 @@ async def run_worker(args: argparse.Namespace, address: str | None) -> int:
     return 0
 
 
+def durable_store(args: argparse.Namespace):
+    """The ``--store`` a worker keeps runs in; a memory store (gone with the process) is refused."""
+    store = store_of(args)
+    if not store.durable:
+        raise UsageError(
+            f"--store {redact(args.store)} keeps runs in the worker's memory only: a crash loses them and "
+            "no other command can see them; use --store sqlite:///path/to/store.db (the default), "
+            "file:///path/to/dir or postgresql://…"
+        )
+    return store
+
+
 async def cmd_worker(args: argparse.Namespace) -> int:
     """SIGTERM/SIGINT shut the worker down gracefully, so the next worker picks up at once."""
+    durable_store(args)
     await _until(_stop_on_signals(), run_worker(args, args.address))
     return 0
 
 
 async def cmd_dev(args: argparse.Namespace) -> int:
+    durable_store(args)  # before the server starts
     return await _with_server(args, lambda server: run_worker(args, server.address))
 
 
