@@ -32,7 +32,10 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 bench: $(STAMP)
-	$(BIN)/python bench/history_growth.py
+	$(BIN)/python bench/step_overhead.py --steps 30 --runs 3
+	$(BIN)/python bench/concurrency.py --sessions 20 --steps 30
+	$(BIN)/python bench/history_storage.py
+	$(BIN)/python bench/fork_compare.py
 
 clean:
 	rm -rf $(VENV) .durable-agents

@@ -6,7 +6,6 @@ import base64
 from collections.abc import Sequence
 
 import pytest
-
 from temporalio.api.common.v1 import Payload
 from temporalio.client import Client
 from temporalio.converter import PayloadCodec

@@ -76,6 +76,7 @@ __all__ = [
     "SqliteStore",
     "get_checkpoint_history",
     "open_store",
+    "redact",
 ]
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from temporalio.client import Client
 
-from checkpoint import SqliteStore
+from durable_agents.checkpoint import SqliteStore
 from durable_agents import AgentClient, build_worker
 from durable_agents.connection import data_converter
 from durable_agents.devserver import DevServer
