@@ -232,6 +232,13 @@ def command_prefix(args: argparse.Namespace) -> str:
     return shlex.join(parts)
 
 
+def no_worker_line(args: argparse.Namespace) -> str:
+    """What the CLI says on stderr when no worker polls ``--task-queue``."""
+    from durable_agents._workers import no_worker_message
+
+    return f"durable-agents: {no_worker_message(args.task_queue, command_prefix(args))}"
+
+
 # -- output --------------------------------------------------------------------------------
 def print_json(value: Any) -> None:
     print(json.dumps(value, indent=2, ensure_ascii=False, default=str))

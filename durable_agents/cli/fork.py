@@ -25,11 +25,14 @@ from durable_agents.cli._common import (
     client_of,
     command_prefix,
     detach_on_interrupt,
+    no_worker_line,
     parse_json,
     step_number,
     store_of,
     ui_link,
+    unknown_session,
 )
+from durable_agents.cli._progress import NoWorkerWarning
 from durable_agents.cli.runs import print_outcome, wait_for
 
 _MESSAGES = TypeAdapter(list[Message])
@@ -137,6 +140,8 @@ def build_patch(args: argparse.Namespace) -> Patch:
 def _check_source_and_target(args: argparse.Namespace) -> None:
     """What the fork would refuse, refused here in CLI words (and without waiting for a worker)."""
     store = store_of(args)
+    if store.load_header(args.session) is None and not store.history(args.session, 1):
+        raise unknown_session(args, args.session)  # a deleted session's kept history can still be forked
     target = args.new_session_id
     if target is not None and (target == args.session or store.load_header(target) is not None):
         raise UsageError(
@@ -155,7 +160,7 @@ async def cmd_fork(args: argparse.Namespace) -> int:
         f"stopped waiting; the fork of session {shlex.quote(args.session)} goes on in Temporal: "
         f"`{prefix} sessions` lists it once it is made"
     )
-    async with detach_on_interrupt(gone_on):
+    async with detach_on_interrupt(gone_on), NoWorkerWarning(client.temporal, args.task_queue, no_worker_line(args)):
         made = await client.fork(args.session, args.from_step, patch, args.new_session_id)
     view = ForkMade(
         session_id=made.session_id,

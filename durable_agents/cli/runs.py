@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Awaitable
 
 from durable_agents._outcomes import RunResult
+from durable_agents._workers import no_worker_message, worker_polling
 from durable_agents.checkpoint.errors import DurableAgentsError
 from durable_agents.checkpoint.format import CheckpointStatus, Message, Role
 from durable_agents.cli._common import (
@@ -23,12 +24,14 @@ from durable_agents.cli._common import (
     command_prefix,
     detach_on_interrupt,
     live_run,
+    no_worker_line,
+    print_json,
     progress_wanted,
     store_of,
     ui_link,
     unknown_session,
 )
-from durable_agents.cli._progress import Progress
+from durable_agents.cli._progress import NoWorkerWarning, Progress
 from durable_agents.cli._render import approval_marks, pending_lines, render_transcript
 
 
@@ -44,6 +47,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="abort the session's live run first (its unfinished tool calls get cancelled results)",
     )
     run.add_argument("--json", action="store_true", help="print the result as JSON")
+    run.add_argument(
+        "--no-wait",
+        action="store_true",
+        help="start the run and return at once (follow it with `watch`); refuses, starting nothing, "
+        "when no worker polls the task queue",
+    )
     add_wait_flags(run)
     run.set_defaults(func=cmd_run)
 
@@ -82,7 +91,11 @@ async def wait_for(args: argparse.Namespace, session_id: str, waiting: Awaitable
         f"stopped waiting; the run of session {quoted} goes on in Temporal: "
         f"follow it again with `{command_prefix(args)} watch {quoted}`"
     )
-    async with detach_on_interrupt(gone_on), Progress(client.temporal, session_id, enabled=progress_wanted(args)):
+    async with (
+        detach_on_interrupt(gone_on),
+        NoWorkerWarning(client.temporal, args.task_queue, no_worker_line(args)),
+        Progress(client.temporal, session_id, enabled=progress_wanted(args)),
+    ):
         return await waiting
 
 
@@ -125,11 +138,26 @@ async def cmd_run(args: argparse.Namespace) -> int:
     session = args.session or f"{name}-{uuid.uuid4().hex[:8]}"
     client = await client_of(args)
     header = store_of(args).load_header(session)
+    if args.no_wait and not await worker_polling(client.temporal, args.task_queue):
+        raise DurableAgentsError(no_worker_message(args.task_queue, command_prefix(args)))
     started = time.perf_counter()
-    await client.start(name, args.input, session_id=session, model=args.model, interrupt=args.interrupt)
+    handle = await client.start(name, args.input, session_id=session, model=args.model, interrupt=args.interrupt)
+    if args.no_wait:
+        _print_started(args, name, session, handle.first_execution_run_id)
+        return 0
     result = await wait_for(args, session, client.outcome(session))
     await print_outcome(args, result, start=0 if header is None else header.message_count, started=started)
     return 0
+
+
+def _print_started(args: argparse.Namespace, agent: str, session: str, run_id: str | None) -> None:
+    if args.json:
+        print_json({"sessionId": session, "agent": agent, "taskQueue": args.task_queue, "runId": run_id})
+        return
+    print(f"started session {session} ({agent}) on task queue {args.task_queue!r}")
+    print(f"watch it: {command_prefix(args)} watch {shlex.quote(session)}")
+    if link := ui_link(args, session):
+        print(f"Temporal UI: {link}")
 
 
 async def cmd_resume(args: argparse.Namespace) -> int:

@@ -128,7 +128,7 @@ def test_fork_bad_arguments_exit_2(cli, booked, args, needle):
 
 
 def test_fork_of_an_unknown_session_or_into_a_taken_id_exit_2(cli, booked, tmp_path):
-    one_line_error(cli("fork", "no-such-session", "--from-step", "1"), 2, "no checkpoint for step 1")
+    one_line_error(cli("fork", "no-such-session", "--from-step", "1"), 2, "no session 'no-such-session'")
     one_line_error(
         cli.inproc("fork", booked, "--from-step", "1", "--new-session-id", booked),
         2,
