@@ -68,6 +68,8 @@ def _port_or_free(host: str, port: int) -> int:
 
 def _check_port_free(host: str, port: int, what: str, flag: str) -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        # as the server binds (Go sets SO_REUSEADDR): a port in TIME_WAIT after a restart is free
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((host, port))
         except OSError as e:
