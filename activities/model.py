@@ -49,17 +49,13 @@ class ModelActivities:
             response = await self._generate(header, messages, inp)
         turn = response.message
         usage = header.usage + response.usage
-        finished = not turn.tool_calls and inp.finish_if_no_tools
-        updated = header.model_copy(
-            update={
-                "message_count": inp.position + 1,
-                "step_index": inp.step,
-                "usage": usage,
-                "status": CheckpointStatus.FINISHED if finished else CheckpointStatus.IN_PROGRESS,
-                "finish_reason": FinishReason.STOP if finished else None,
-                "updated_at": None,
-            }
-        )
+        grown = {"message_count": inp.position + 1, "step_index": inp.step, "usage": usage}
+        if not turn.tool_calls and inp.finish_if_no_tools:
+            updated = header.finished(FinishReason.STOP, **grown)
+        else:
+            updated = header.model_copy(
+                update={**grown, "status": CheckpointStatus.IN_PROGRESS, "finish_reason": None, "updated_at": None}
+            )
         await self.deps.in_store(store.append, updated, inp.position, [turn])
         return ModelTurnOutput(tool_calls=turn.tool_calls or [], usage=usage)
 

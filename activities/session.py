@@ -209,10 +209,7 @@ class SessionActivities:
         def write() -> None:
             header = self.deps.store.load_header(inp.session_id)
             assert header is not None
-            updated = header.model_copy(
-                update={"status": CheckpointStatus.FINISHED, "finish_reason": inp.finish_reason, "updated_at": None}
-            )
-            self.deps.store.append(updated, header.message_count, [])
+            self.deps.store.append(header.finished(inp.finish_reason), header.message_count, [])
 
         await self.deps.in_store(write)
 

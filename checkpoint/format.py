@@ -194,6 +194,12 @@ class CheckpointHeader(CheckpointFields):
 
     message_count: int = 0
 
+    def finished(self, reason: FinishReason, **changes: Any) -> CheckpointHeader:
+        """This header saved as the end of a run: the one place a run becomes ``finished``."""
+        return self.model_copy(
+            update={"status": CheckpointStatus.FINISHED, "finish_reason": reason, "updated_at": None, **changes}
+        )
+
     def with_messages(self, messages: list[Message]) -> Checkpoint:
         data = self.model_dump(exclude={"message_count"})
         return Checkpoint(**data, messages=messages)

@@ -1,18 +1,16 @@
-"""Run results, and Temporal failures turned into typed errors."""
+"""Run input and pending approvals from the store, and Temporal failures turned into typed errors."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from pydantic import Field
 from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError, FailureError
 
 from durable_agents.activities.contracts import PendingApproval
 from durable_agents.activities.transcript import pending_tool_calls
 from durable_agents.checkpoint.errors import FailureType
-from durable_agents.checkpoint.fingerprint import AgentDrift
-from durable_agents.checkpoint.format import CheckpointStatus, FinishReason, FormatModel, Message, Role, ToolCall, Usage
+from durable_agents.checkpoint.format import CheckpointStatus, Message
 from durable_agents.checkpoint.stores.base import CheckpointStore
 from durable_agents.errors import (
     AgentDriftError,
@@ -29,46 +27,6 @@ from durable_agents.errors import (
     StoreUnavailableError,
     ToolDurabilityError,
 )
-from durable_agents.workflows.contracts import RunSummary
-
-
-class RunResult(FormatModel):
-    session_id: str
-    finish_reason: FinishReason
-    messages: list[Message]
-    """The whole conversation, from the store."""
-    steps: int
-    usage: Usage
-    tool_calls: list[ToolCall] = Field(default_factory=list)
-    """The tool calls of this run, in order."""
-    approval_id: str | None = None
-    """Set when the run paused: decide it with ``AgentClient.approve``."""
-    drift: AgentDrift | None = None
-    """Set when the run resumed with an agent that changed since the checkpoint (on_agent_drift='warn')."""
-
-    @property
-    def text(self) -> str:
-        """The last assistant text of the run."""
-        for message in reversed(self.messages):
-            if message.role == Role.ASSISTANT and message.content:
-                return message.content
-        return ""
-
-    @classmethod
-    def from_summary(cls, summary: RunSummary, store: CheckpointStore) -> RunResult:
-        messages = store.load_messages(summary.session_id, 0, summary.message_count)
-        run_messages = messages[summary.run_start_index :]
-        calls = [c for m in run_messages if m.role == Role.ASSISTANT for c in (m.tool_calls or [])]
-        return cls(
-            session_id=summary.session_id,
-            finish_reason=summary.finish_reason,
-            messages=messages,
-            steps=summary.steps,
-            usage=summary.usage,
-            tool_calls=calls,
-            approval_id=summary.approval_id,
-            drift=summary.drift,
-        )
 
 
 def as_messages(input: str | Message | Sequence[str | Message]) -> list[Message]:

@@ -7,6 +7,7 @@ Temporal payloads.
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import Sequence
 
@@ -22,7 +23,7 @@ from temporalio.converter import PayloadCodec
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from durable_agents._outcomes import RunResult, as_messages, outcome_error, pending_from_store
+from durable_agents._outcomes import as_messages, outcome_error, pending_from_store
 from durable_agents._search import search_attributes_registered
 from durable_agents.activities.contracts import ApprovalDecision, ForkSessionInput, ForkSessionOutput, PendingApproval
 from durable_agents.checkpoint.fork import Patch
@@ -37,10 +38,38 @@ from durable_agents.errors import (
     SessionAwaitingApprovalError,
     SessionBusyError,
 )
+from durable_agents.result import RunResult
 from durable_agents.workflows import FORK_WORKFLOW
 from durable_agents.workflows.contracts import AGENT_RUN_WORKFLOW, AgentRunInput, Outcome, RunSummary
 
 __all__ = ["AgentClient"]
+
+TEMPORAL_ID_LIMIT = 1000  # bytes: Temporal's limit on a workflow id; a session's runs use the session id
+MAX_SESSION_ID_BYTES = 900  # for new sessions: forks take ids made from theirs (<id>.fork-<n>)
+
+
+def _check_session_id(session_id: str, *, new: bool) -> None:
+    size = len(session_id.encode())
+    if size > (MAX_SESSION_ID_BYTES if new else TEMPORAL_ID_LIMIT):
+        why = (
+            f"new session ids are limited to {MAX_SESSION_ID_BYTES} bytes, to leave room under Temporal's "
+            f"{TEMPORAL_ID_LIMIT:,}-byte limit on workflow ids for the ids its forks take (<id>.fork-<n>)"
+            if new
+            else f"it is over Temporal's {TEMPORAL_ID_LIMIT:,}-byte limit on workflow ids: fork it into a shorter id"
+        )
+        raise ConfigurationError(f"session id of {size} bytes (UTF-8) is too long: {why}")
+
+
+def fork_workflow_id(session_id: str) -> str:
+    """``fork-<session id>-<nonce>``, or, where that would pass Temporal's limit,
+    ``fork-<prefix of the id>-<hash of the whole id>-<nonce>``: it always fits."""
+    nonce = uuid.uuid4().hex[:8]
+    if len(session_id.encode()) + len(f"fork--{nonce}") <= TEMPORAL_ID_LIMIT:
+        return f"fork-{session_id}-{nonce}"
+    digest = hashlib.sha256(session_id.encode()).hexdigest()[:16]
+    room = TEMPORAL_ID_LIMIT - len(f"fork--{digest}-{nonce}")
+    prefix = session_id.encode()[:room].decode("utf-8", errors="ignore")  # whole characters only
+    return f"fork-{prefix}-{digest}-{nonce}"
 
 
 class AgentClient:
@@ -85,8 +114,10 @@ class AgentClient:
         A session with a live run raises ``SessionBusyError``; with
         ``interrupt=True`` the live run is aborted first (its in-flight tool
         calls get ``cancelled`` results) and the new input continues the session.
+        A new session's id over ``MAX_SESSION_ID_BYTES`` raises ``ConfigurationError``.
         """
         header = self.store.load_header(session_id)
+        _check_session_id(session_id, new=header is None)
         if header is not None and header.status == CheckpointStatus.AWAITING_APPROVAL and approval is None:
             raise SessionAwaitingApprovalError(session_id, header.approval_id)
         messages = as_messages(input)
@@ -187,7 +218,7 @@ class AgentClient:
             return await self.temporal.execute_workflow(
                 FORK_WORKFLOW,
                 inp,
-                id=f"fork-{session_id}-{uuid.uuid4().hex[:8]}",
+                id=fork_workflow_id(session_id),
                 task_queue=self.task_queue,
                 result_type=ForkSessionOutput,
                 static_summary=f"fork {session_id} at step {from_step}",
