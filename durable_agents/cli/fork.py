@@ -16,7 +16,6 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from durable_agents._outcomes import RunResult
 from durable_agents.checkpoint.fork import Patch, ToolResultPatch
 from durable_agents.checkpoint.format import FormatModel, Message
 from durable_agents.cli._common import (
@@ -34,6 +33,7 @@ from durable_agents.cli._common import (
 )
 from durable_agents.cli._progress import NoWorkerWarning
 from durable_agents.cli.runs import print_outcome, wait_for
+from durable_agents.result import RunResult
 
 _MESSAGES = TypeAdapter(list[Message])
 

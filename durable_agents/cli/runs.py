@@ -13,7 +13,6 @@ import time
 import uuid
 from collections.abc import Awaitable
 
-from durable_agents._outcomes import RunResult
 from durable_agents._workers import no_worker_message, worker_polling
 from durable_agents.checkpoint.errors import DurableAgentsError
 from durable_agents.checkpoint.format import CheckpointStatus, Message, Role
@@ -33,6 +32,7 @@ from durable_agents.cli._common import (
 )
 from durable_agents.cli._progress import NoWorkerWarning, Progress
 from durable_agents.cli._render import approval_marks, pending_lines, render_transcript
+from durable_agents.result import RunResult
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -8,8 +8,8 @@ import shlex
 import subprocess
 import time
 
-from durable_agents._outcomes import RunResult
 from durable_agents.checkpoint import SqliteStore
+from durable_agents.result import RunResult
 from tests.cli.conftest import CLI, ROOT, one_line_error, session_id
 
 UI = "http://ui.test:8233"
