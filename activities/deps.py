@@ -86,9 +86,8 @@ class ActivityDeps:
             except ApplicationError:
                 raise
             except Exception as e:
-                typed = isinstance(e, DurableAgentsError)
-                if (typed and not e.retryable) or time.monotonic() + delay > deadline:
-                    if typed:
+                if isinstance(e, DurableAgentsError) and not e.retryable or time.monotonic() + delay > deadline:
+                    if isinstance(e, DurableAgentsError):
                         raise application_error(e) from e
                     raise
                 activity.logger.warning("store write failed (%s); retrying in %.1fs", e, delay)

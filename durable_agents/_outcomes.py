@@ -115,7 +115,7 @@ def failure_error(session_id: str, failure: ApplicationError) -> DurableAgentsEr
     """The typed error for an ``ApplicationError`` by its ``type``; ``RunFailedError``
     (with ``cause_type``) for a type that is not a :class:`FailureType`."""
     try:
-        kind = FailureType(failure.type)
+        kind = FailureType(failure.type or "")
     except ValueError:
         return _run_failed(RunFailedError)(session_id, failure)
     return FAILURE_ERRORS[kind](session_id, failure)

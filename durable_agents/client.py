@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import uuid
 from collections.abc import Sequence
+from typing import cast
 
 from temporalio.client import (
     Client,
@@ -70,6 +71,10 @@ def fork_workflow_id(session_id: str) -> str:
     room = TEMPORAL_ID_LIMIT - len(f"fork--{digest}-{nonce}")
     prefix = session_id.encode()[:room].decode("utf-8", errors="ignore")  # whole characters only
     return f"fork-{prefix}-{digest}-{nonce}"
+
+
+OPTIONAL_PENDING = cast(type, PendingApproval | None)
+"""The ``pending_approval`` query's result type (None when nothing waits)."""
 
 
 class AgentClient:
@@ -272,7 +277,7 @@ class AgentClient:
     # -- plumbing ------------------------------------------------------------------
     async def _pending(self, session_id: str, handle: WorkflowHandle, live: bool) -> PendingApproval | None:
         if live:
-            pending = await handle.query("pending_approval", result_type=PendingApproval | None)
+            pending = await handle.query("pending_approval", result_type=OPTIONAL_PENDING)
             if pending is not None:
                 return pending
         return pending_from_store(self.store, session_id)

@@ -170,9 +170,10 @@ class FileStore(CheckpointStore):
             return out
         with f:
             for line in f:
-                whole = line.startswith(b"[") and line.endswith(b"]\n")
+                if not (line.startswith(b"[") and line.endswith(b"]\n")):
+                    continue  # torn by a crash
                 try:
-                    t_raw, p_raw, body = line[1:-2].split(b",", 2) if whole else ()
+                    t_raw, p_raw, body = line[1:-2].split(b",", 2)
                     t, p = int(t_raw), int(p_raw)
                 except ValueError:
                     continue  # torn by a crash
@@ -316,9 +317,9 @@ class FileStore(CheckpointStore):
                         "seq": entries[-1]["seq"] + 1 if entries else 1,
                         "transcript": t,
                         "header": key,
-                        "savedAt": header.updated_at.isoformat(),
+                        "savedAt": (header.updated_at or now()).isoformat(),
                     }
-                )  # type: ignore[union-attr]
+                )
                 entries = entries[-self.history_limit :]
                 self._write_history(name, entries)
         if damaged or before - {t} - {e["transcript"] for e in entries}:
@@ -350,14 +351,14 @@ class FileStore(CheckpointStore):
         return starts
 
     def record_tool_result(self, session_id: str, message: Message, batch_start: int, batch: list[str]) -> int:
-        name, call_id = safe_name(session_id), message.tool_call_id
+        name, call_id = safe_name(session_id), message.tool_call_id or ""
         with self._locked(name):
             results: dict[str, Any] = {}
             for e in self._read_tools(name):
                 if "result" in e:
                     results.setdefault(e["id"], e["result"])  # the first recorded result wins
             if call_id not in results:
-                results[call_id] = message.to_dict()  # type: ignore[index]
+                results[call_id] = message.to_dict()
                 event = {"id": call_id, "result": results[call_id]}
                 self._append_lines(self._path("tools", name), [json.dumps(event)])
             current = self._read_session(name)

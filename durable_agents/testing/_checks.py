@@ -82,9 +82,11 @@ def check_guarantees(
     turn's calls to be still pending. Raises :class:`GuaranteeViolation`.
     """
     cp = checkpoint_or_messages
-    messages: list[Message] = list(getattr(cp, "messages", cp))
+    safe: dict[str, bool] = {}
+    if isinstance(cp, Checkpoint) and cp.run_config is not None:
+        safe = {t.name: t.safe_to_retry for t in cp.run_config.tools}
+    messages: list[Message] = list(cp.messages if hasattr(cp, "messages") else cp)
     session_id = session_id or getattr(cp, "session_id", None)
-    safe = {t.name: t.safe_to_retry for t in cp.run_config.tools} if getattr(cp, "run_config", None) else {}
     problems: list[str] = []
     calls, results = _check_transcript(messages, complete, problems)
     _check_wire(messages, complete, problems)
@@ -220,7 +222,7 @@ def _check_side_effects(
             )
     for call_id, runs in starts.items():
         tool = runs[0]["tool"]
-        summary.executions[call_id] = [r.get("attempt") for r in runs]
+        summary.executions[call_id] = [int(r.get("attempt") or 0) for r in runs]
         if call_id not in calls:
             problems.append(f"{tool} ran for call {call_id}, which no stored turn asked for")
         at_most_once = not safe.get(tool, bool(runs[0].get("safe")))

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from durable_agents.activities.definitions import ToolContext
-from durable_agents.activities.providers.base import ModelRequest, ModelResponse
+from durable_agents.activities.providers.base import ModelProvider, ModelRequest, ModelResponse
 from durable_agents.activities.providers.registry import PROVIDERS, ProviderRegistry
 from durable_agents.checkpoint.stores.base import CheckpointStore
 
@@ -175,7 +175,7 @@ class RecordingProvider:
 
     def __init__(self, kind: str) -> None:
         self.kind = kind
-        self._inner = None
+        self._inner: ModelProvider | None = None
 
     async def generate(self, request: ModelRequest) -> ModelResponse:
         if self._inner is None:

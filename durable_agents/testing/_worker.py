@@ -226,9 +226,14 @@ async def _serve(args: argparse.Namespace) -> None:
     configure(store=store)
     agents = [a for spec in args.agent for a in load_agents(spec)]
     client = await connect(args.address, args.namespace)
-    options = {"sticky_queue_timeout": timedelta(seconds=args.sticky_timeout)} if args.sticky_timeout else {}
+    sticky = timedelta(seconds=args.sticky_timeout) if args.sticky_timeout else timedelta(seconds=5)
     worker = worker_module.build_worker(
-        client, agents=agents, store=store, task_queue=args.task_queue, providers=recording_providers(), **options
+        client,
+        agents=agents,
+        store=store,
+        task_queue=args.task_queue,
+        providers=recording_providers(),
+        sticky_queue_timeout=sticky,
     )
     async with worker:
         print(
