@@ -200,6 +200,7 @@ class Agent:
         return RunConfig(
             agent=self.name,
             model=model or self.model,
+            model_override=model,
             instructions=self.instructions,
             tools=[t.spec() for t in self.tools],
             max_steps=self.max_steps,

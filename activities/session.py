@@ -32,6 +32,7 @@ from durable_agents.checkpoint.format import (
     FinishReason,
     Message,
     RunConfig,
+    Usage,
 )
 
 
@@ -65,6 +66,10 @@ class SessionActivities:
         messages = store.load_messages(inp.session_id, 0, header.message_count)
         if header.status == CheckpointStatus.FINISHED:
             return self._continue_session(header, messages, inp, config, fp)
+        # A resume keeps the run's own choices (saved in runConfig); an agent default that
+        # changed since is drift, reported by the fingerprint check.
+        saved_model = inp.model or (header.run_config.model_override if header.run_config else None)
+        config, fp = agent.run_config(saved_model), agent.fingerprint(saved_model)
         return self._resume_session(header, messages, inp, agent, config, fp)
 
     def _start_session(self, inp: BeginRunInput, config: RunConfig, fp: Fingerprint) -> BeginRunOutput:
@@ -79,6 +84,7 @@ class SessionActivities:
             fingerprint=fp,
             run_start_index=run_start,
             run_start_step=0,
+            run_start_usage=Usage(),
         )
         self.deps.store.append(header, 0, messages)
         state = RunState(message_count=len(messages), step_index=0, run_start_index=run_start)
@@ -104,6 +110,7 @@ class SessionActivities:
                 "fingerprint": fp,
                 "run_start_index": start,
                 "run_start_step": header.step_index,
+                "run_start_usage": header.usage,
                 "agent": config.agent,
                 "updated_at": None,
             }
@@ -138,6 +145,7 @@ class SessionActivities:
             usage=header.usage,
             run_start_step=header.run_start_step or 0,
             run_start_index=run_start,
+            run_start_usage=header.run_start_usage or Usage(),
             pending_tool_calls=pending,
         )
         appended = [] if pending else queued

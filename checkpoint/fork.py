@@ -153,7 +153,9 @@ def _patched(source: Checkpoint, target: str, patch: Patch, messages_fn: Message
             "remaining_tool_calls": None,
             "finish_reason": None,
             "run_start_index": run_start,
-            "run_start_step": source.step_index,
+            # the fork goes on with the source run's budget and usage (only the rest of max_steps applies)
+            "run_start_step": source.run_start_step or 0,
+            "run_start_usage": source.run_start_usage,
             "updated_at": None,
         }
     )

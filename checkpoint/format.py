@@ -140,6 +140,8 @@ class RunConfig(FormatModel):
 
     agent: str
     model: str
+    model_override: str | None = None
+    """The model chosen for this run (``send(model=…)``), kept by every resume; None: the agent's."""
     instructions: str = ""
     tools: list[ToolSpec] = Field(default_factory=list)
     max_steps: int = 20
@@ -173,6 +175,8 @@ class CheckpointFields(FormatModel):
     """Position of the current run's first input message."""
     run_start_step: int | None = None
     """``stepIndex`` when the current run started (its ``max_steps`` budget counts from here)."""
+    run_start_usage: Usage | None = None
+    """``usage`` when the current run started: a resumed run's usage counts from here."""
     updated_at: datetime | None = None
 
 

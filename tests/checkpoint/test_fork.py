@@ -96,7 +96,8 @@ def test_plain_fork_copies_newest_entry_of_step_keeping_step_and_usage(store):
     assert [m.content for m in cp.messages][-2:] == ['{"forecast": "sun"}', "ok"]
     assert cp.step_index == 1 and cp.usage == Usage(input_tokens=10, output_tokens=1, requests=1)
     assert cp.status == CheckpointStatus.IN_PROGRESS and cp.finish_reason is None
-    assert cp.run_start_index == len(cp.messages) and cp.run_start_step == 1
+    # the source run's budget goes on: its run started at step 0, so max_steps counts from there
+    assert cp.run_start_index == len(cp.messages) and cp.run_start_step == 0
     assert _snapshot(store, "trip") == before
     assert result.checkpoint.messages == cp.messages
 
@@ -207,7 +208,7 @@ def test_append_input(store):
     _build(store)
     cp = fork(store, "trip", 3, Patch(append_input="and a hotel")).checkpoint
     assert cp.messages[-1] == Message.user("and a hotel")
-    assert cp.run_start_index == len(cp.messages) - 1 and cp.run_start_step == 3
+    assert cp.run_start_index == len(cp.messages) - 1 and cp.run_start_step == 0
     cp = fork(store, "trip", 3, Patch(append_input=["one", "two"])).checkpoint
     assert [m.content for m in cp.messages[cp.run_start_index :]] == ["one", "two"]
 
