@@ -86,7 +86,7 @@ class ActivityDeps:
             except ApplicationError:
                 raise
             except Exception as e:
-                if isinstance(e, DurableAgentsError) and not e.retryable or time.monotonic() + delay > deadline:
+                if (isinstance(e, DurableAgentsError) and not e.retryable) or time.monotonic() + delay > deadline:
                     if isinstance(e, DurableAgentsError):
                         raise application_error(e) from e
                     raise
