@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
 
 from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError, FailureError
@@ -43,6 +44,9 @@ def pending_from_store(store: CheckpointStore, session_id: str) -> PendingApprov
     if not pending:
         return None
     call = pending[0]
+    requested = header.updated_at or datetime.now(UTC)  # the pause's save
+    spec = next((t for t in header.run_config.tools if t.name == call.name), None) if header.run_config else None
+    timeout = spec.approval_timeout_seconds if spec else None
     return PendingApproval(
         approval_id=header.approval_id,
         session_id=session_id,
@@ -50,8 +54,9 @@ def pending_from_store(store: CheckpointStore, session_id: str) -> PendingApprov
         tool_name=call.name,
         tool_call_id=call.id,
         arguments=call.arguments,
-        requested_at=header.updated_at,
+        requested_at=requested,
         remaining_tool_calls=header.remaining_tool_calls or [],
+        timeout_at=requested + timedelta(seconds=timeout) if timeout else None,
     )
 
 

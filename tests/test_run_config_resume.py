@@ -56,3 +56,16 @@ async def test_a_fork_has_only_the_rest_of_the_sources_budget(run_worker, store)
         resumed = await client.resume(fork.session_id)
     assert resumed.finish_reason == FinishReason.MAX_STEPS
     assert store.load(fork.session_id).step_index == 4  # 2 steps of the source's, then the 2 left
+
+
+async def test_approvals_read_from_the_store_say_when_they_time_out(run_worker):
+    sid = session_id()
+    async with run_worker([agents.wire_agent]) as client:  # approval_timeout=86_400
+        paused = await client.send("wire", "Wire it", session_id=sid)
+        live = await client.pending_approval(sid)
+        [stored] = [p for p in client.pending_approvals() if p.session_id == sid]
+        await client.cancel(sid)
+    assert stored.approval_id == live.approval_id == paused.approval_id
+    assert stored.timeout_at is not None and live.timeout_at is not None
+    assert abs((stored.timeout_at - stored.requested_at).total_seconds() - 86_400) < 1
+    assert abs((stored.timeout_at - live.timeout_at).total_seconds()) < 5
