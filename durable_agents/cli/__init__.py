@@ -51,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run LLM agents durably on Temporal. Temporal connection settings follow "
         "Temporal's own conventions (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, profiles).",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     parser.add_argument("--address", help="Temporal address host:port (default: TEMPORAL_ADDRESS or localhost:7233)")
     parser.add_argument("--namespace", help="Temporal namespace (default: TEMPORAL_NAMESPACE or default)")
     parser.add_argument(
@@ -63,6 +64,15 @@ def build_parser() -> argparse.ArgumentParser:
     for module in (server, runs, approvals, inspect, fork, store):
         module.register(sub)
     return parser
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("durable-agents")
+    except PackageNotFoundError:  # running from a source tree that is not installed
+        return "unknown (not installed)"
 
 
 async def _dispatch(args: argparse.Namespace) -> int:

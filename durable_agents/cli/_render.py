@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -11,6 +11,11 @@ from durable_agents.checkpoint.format import Checkpoint, HistoryEntry, Message, 
 from durable_agents.checkpoint.transcript import pending_tool_calls
 
 _WIDTH = 100
+
+
+def plural(count: int, noun: str) -> str:
+    """``1 step``, ``2 steps``, ``0 tool calls``: a count with its noun in agreement."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 def _short(text: str, width: int = _WIDTH) -> str:
@@ -116,7 +121,7 @@ def render_checkpoint(checkpoint: Checkpoint, pending: Any | None = None, *, dec
         f"agent     {cp.agent or '-'}" + (f"  model {cp.run_config.model}" if cp.run_config else ""),
         f"status    {status}",
         f"step      {cp.step_index}   messages {len(cp.messages)}   tokens "
-        f"{cp.usage.input_tokens}+{cp.usage.output_tokens} in {cp.usage.requests} requests",
+        f"{cp.usage.input_tokens}+{cp.usage.output_tokens} in {plural(cp.usage.requests, 'request')}",
         f"updated   {when(cp.updated_at)}",
     ]
     if cp.business_state is not None:
@@ -139,8 +144,13 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells)
 
 
-def sessions_table(sessions: Sequence[SessionSummary]) -> str:
-    rows = [(s.session_id, s.agent, s.status.value, s.step_index, when(s.updated_at), s.approval_id) for s in sessions]
+def sessions_table(sessions: Sequence[SessionSummary], aborted: Collection[str] = ()) -> str:
+    """``aborted``: ids of the in-progress sessions whose last run was aborted (shown as ``aborted``)."""
+
+    def status(s: SessionSummary) -> str:
+        return "aborted" if s.session_id in aborted else s.status.value
+
+    rows = [(s.session_id, s.agent, status(s), s.step_index, when(s.updated_at), s.approval_id) for s in sessions]
     return table(("SESSION", "AGENT", "STATUS", "STEP", "UPDATED", "PENDING APPROVAL"), rows)
 
 

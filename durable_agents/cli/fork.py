@@ -32,6 +32,7 @@ from durable_agents.cli._common import (
     unknown_session,
 )
 from durable_agents.cli._progress import NoWorkerWarning
+from durable_agents.cli._render import plural
 from durable_agents.cli.runs import print_outcome, wait_for
 from durable_agents.result import RunResult
 
@@ -172,7 +173,7 @@ async def cmd_fork(args: argparse.Namespace) -> int:
     if not args.json:
         print(
             f"forked {args.session} at step {made.step} into {made.session_id} "
-            f"({made.message_count} messages, status in-progress)"
+            f"({plural(made.message_count, 'message')}, status in-progress)"
         )
     if not args.resume:
         if args.json:

@@ -11,7 +11,7 @@ import argparse
 
 from durable_agents._outcomes import pending_from_store
 from durable_agents.checkpoint.compare import compare_trajectories, format_comparison
-from durable_agents.checkpoint.format import CheckpointStatus
+from durable_agents.checkpoint.format import CheckpointStatus, FinishReason
 from durable_agents.cli._common import (
     add_ui_flag,
     command_prefix,
@@ -60,8 +60,19 @@ async def cmd_sessions(args: argparse.Namespace) -> int:
     elif not found:
         print("no sessions" + (" matching" if args.status or args.agent else ""))
     else:
-        print(sessions_table(found))
+        print(sessions_table(found, aborted=_aborted(store_of(args), found)))
     return 0
+
+
+def _aborted(store, found: list) -> set[str]:
+    """The in-progress sessions whose last run was aborted (their checkpoint's finish reason says so)."""
+    aborted = set()
+    for summary in found:
+        if summary.status == CheckpointStatus.IN_PROGRESS:
+            header = store.load_header(summary.session_id)
+            if header is not None and header.finish_reason == FinishReason.ABORTED:
+                aborted.add(summary.session_id)
+    return aborted
 
 
 async def cmd_show(args: argparse.Namespace) -> int:

@@ -31,7 +31,7 @@ from durable_agents.cli._common import (
     unknown_session,
 )
 from durable_agents.cli._progress import NoWorkerWarning, Progress
-from durable_agents.cli._render import approval_marks, pending_lines, render_transcript
+from durable_agents.cli._render import approval_marks, pending_lines, plural, render_transcript
 from durable_agents.result import RunResult
 
 
@@ -120,8 +120,8 @@ async def print_outcome(
     print(render_transcript(result.messages, start=start, marks=approval_marks(pending)))
     took = f", {time.perf_counter() - started:.2f}s" if started is not None else ""
     print(
-        f"\nsession {result.session_id}: {result.finish_reason}, {result.steps} steps, "
-        f"{len(result.tool_calls)} tool calls, {result.usage.input_tokens}+"
+        f"\nsession {result.session_id}: {result.finish_reason}, {plural(result.steps, 'step')}, "
+        f"{plural(len(result.tool_calls), 'tool call')}, {result.usage.input_tokens}+"
         f"{result.usage.output_tokens} tokens{took}"
     )
     if pending is not None:
@@ -222,7 +222,7 @@ async def cmd_cancel(args: argparse.Namespace) -> int:
         print(result.model_dump_json(by_alias=True, exclude_none=True, indent=2))
     else:
         print(
-            f"session {args.session}: {result.finish_reason}, {len(result.tool_calls)} tool calls "
+            f"session {args.session}: {result.finish_reason}, {plural(len(result.tool_calls), 'tool call')} "
             f"of this run; resume it with `{command_prefix(args)} resume {args.session}`"
         )
     return 0

@@ -28,13 +28,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     worker.set_defaults(func=cmd_worker)
 
     dev = sub.add_parser("dev", help="embedded Temporal server + a worker in one process")
-    dev.add_argument("--agent", action="append", required=True, metavar="MODULE:ATTR")
+    dev.add_argument(
+        "--agent",
+        action="append",
+        required=True,
+        metavar="MODULE:ATTR",
+        help="an Agent (or list of Agents) for the worker to serve, e.g. myapp.agents:booker; repeatable",
+    )
     _server_args(dev)
     dev.set_defaults(func=cmd_dev)
 
-    demo = sub.add_parser("demo", help="start everything, run the example agent, stop everything")
+    demo = sub.add_parser("demo", help="start everything, run the example agent, stop everything (or --keep-running)")
     demo.add_argument("--model", help="run the example on a real model (needs its API key)")
-    demo.add_argument("--keep-running", action="store_true", help="leave server and UI up until Ctrl-C")
+    demo.add_argument(
+        "--keep-running",
+        action="store_true",
+        help="after the demo, keep the server (and its UI links) and the worker up until Ctrl-C",
+    )
     demo.set_defaults(func=cmd_demo)
 
 

@@ -6,6 +6,7 @@ import argparse
 
 from durable_agents.checkpoint.errors import DurableAgentsError
 from durable_agents.cli._common import client_of, command_prefix, duration, live_run, load_header, store_of
+from durable_agents.cli._render import plural
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -44,7 +45,7 @@ async def cmd_delete(args: argparse.Namespace) -> int:
 
 async def cmd_prune(args: argparse.Namespace) -> int:
     removed = store_of(args).prune(args.older_than)
-    print(f"pruned {removed} session(s), and history entries, last saved more than {_age(args.older_than)} ago")
+    print(f"pruned {plural(removed, 'session')}, and history entries, last saved more than {_age(args.older_than)} ago")
     return 0
 
 

@@ -9,11 +9,16 @@ It starts the Temporal dev server (with its UI) and a worker process, then:
    tool's side effect done once under its ``tool_call_id``;
 3. forks the session at step 1 with a patched forecast, resumes the fork on
    Temporal, and compares the two trajectories.
+
+Then it stops the server and the worker, so the Temporal UI links it printed
+stop answering; with ``--keep-running`` both stay up (and the links work) until
+Ctrl-C or SIGTERM.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -68,7 +73,7 @@ async def _wait_for_sending(timeout: float) -> bool:
 
 
 async def _book(client, session: str, model: str | None) -> None:
-    from durable_agents.cli._render import render_transcript
+    from durable_agents.cli._render import plural, render_transcript
 
     ask = "Book a table for 2 tonight, Paris or Rome, wherever it stays dry."
     print(f"\n① {session}: {ask!r}")
@@ -77,7 +82,8 @@ async def _book(client, session: str, model: str | None) -> None:
     elapsed = time.perf_counter() - started
     print(render_transcript(result.messages))
     print(
-        f"  → {result.finish_reason} after {result.steps} model turns, {len(result.tool_calls)} tool calls, "
+        f"  → {result.finish_reason} after {plural(result.steps, 'model turn')}, "
+        f"{plural(len(result.tool_calls), 'tool call')}, "
         f"{elapsed * 1000:.0f} ms ({elapsed * 1000 / max(result.steps, 1):.0f} ms/step, worker warm-up included)"
     )
     if result.finish_reason == "awaiting-approval":
@@ -137,6 +143,25 @@ async def _fork_and_compare(client, session: str) -> str:
     return made.session_id
 
 
+async def _until_stopped(server) -> None:
+    """Until Ctrl-C or SIGTERM (the demo then stops everything and says so), or the server exits."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    handled = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # e.g. Windows: KeyboardInterrupt
+            loop.add_signal_handler(sig, stop.set)
+            handled.append(sig)
+    waits = {asyncio.ensure_future(asyncio.to_thread(server.wait)), asyncio.ensure_future(stop.wait())}
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiting in waits:
+            waiting.cancel()  # the server.wait() thread returns once the server is stopped below
+        for sig in handled:
+            loop.remove_signal_handler(sig)
+
+
 async def run_demo(*, model: str | None, keep_running: bool, store_url: str | None) -> int:
     from durable_agents.client import AgentClient
     from durable_agents.devserver import DevServer
@@ -161,11 +186,17 @@ async def run_demo(*, model: str | None, keep_running: bool, store_url: str | No
             print(f"\nIn the Temporal UI: {ui}/{session} (runs of the session), {ui}/{fork_id} (the fork)")
             print(f"Checkpoint store: {store_url}; try: durable-agents --store {store_url} show {session}")
             if keep_running:
-                print("Server and worker keep running; Ctrl-C to stop.")
-                await asyncio.to_thread(server.wait)
+                print("Server and worker keep running, so the links work; Ctrl-C to stop them.", flush=True)
+                await _until_stopped(server)
         finally:
             if worker.poll() is None:
                 os.killpg(worker.pid, signal.SIGTERM)
                 worker.wait(timeout=10)
-    print("Stopped the server and the worker.")
+    if keep_running:
+        print("Stopped the server and the worker.")
+    else:
+        print(
+            "Stopped the server and the worker. The links above no longer answer: "
+            "`durable-agents demo --keep-running` keeps them up until Ctrl-C."
+        )
     return 0

@@ -39,3 +39,7 @@ register_script(
 )
 
 dozer_agent = Agent(name="dozer", model="scripted:cli-long-nap", tools=[nap])
+
+register_script("cli-hello", [ScriptedTurn(text="Hello.")])
+
+greeter_agent = Agent(name="greeter", model="scripted:cli-hello")

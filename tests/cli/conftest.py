@@ -32,6 +32,7 @@ AGENTS = [
     "tests.agents:looping_agent",
     "tests.cli.agents_cli:napper_agent",
     "tests.cli.agents_cli:dozer_agent",
+    "tests.cli.agents_cli:greeter_agent",
 ]
 
 

@@ -110,7 +110,7 @@ def test_prune_older_than(tmp_path):
     store.close()
     cli = Cli(address="127.0.0.1:1", task_queue="unused", store_path=tmp_path / "old.db")  # no Temporal needed
     out = cli.ok("prune", "--older-than", "30d")
-    assert out.strip() == "pruned 1 session(s), and history entries, last saved more than 30d ago"
+    assert out.strip() == "pruned 1 session, and history entries, last saved more than 30d ago"
     assert [s["sessionId"] for s in cli.read_json("sessions")] == ["new"]
     one_line_error(cli.inproc("prune", "--older-than", "3 weeks"), 2, "invalid duration '3 weeks'")
     one_line_error(cli.inproc("prune"), 2, "--older-than")

@@ -3,6 +3,7 @@ waiting); `run --no-wait` starts a run and returns, or refuses when no worker wo
 
 from __future__ import annotations
 
+import os
 import select
 import signal
 import subprocess
@@ -26,6 +27,17 @@ def lonely(cli) -> Cli:
     return replace(cli, task_queue=f"nobody-{uuid.uuid4().hex[:8]}")
 
 
+def _line(stream) -> str:
+    """One line, read byte by byte from the pipe's file descriptor (nothing read ahead of ``select``)."""
+    data = b""
+    while not data.endswith(b"\n"):
+        byte = os.read(stream.fileno(), 1)
+        if not byte:
+            break
+        data += byte
+    return data.decode()
+
+
 def _line_on_stderr(proc: subprocess.Popen, needle: str, timeout: float = 30) -> tuple[str, float]:
     """The first stderr line with ``needle``, and when it came (fails after ``timeout`` s of silence)."""
     started = time.monotonic()
@@ -34,7 +46,7 @@ def _line_on_stderr(proc: subprocess.Popen, needle: str, timeout: float = 30) ->
         left = timeout - (time.monotonic() - started)
         ready, _, _ = select.select([proc.stderr], [], [], max(left, 0))
         assert ready, f"nothing with {needle!r} on stderr after {timeout}s: {seen}"
-        line = proc.stderr.readline()
+        line = _line(proc.stderr)
         if needle in line:
             return line, time.monotonic() - started
         assert line, (seen, proc.poll())

@@ -39,7 +39,7 @@ def test_run_shows_live_progress_and_ends_with_the_ui_link(cli):
     progress = [line for line in out.stderr.splitlines() if f"] {sid}: " in line]
     assert any("tool nap" in line for line in progress), out.stderr
     assert len(progress) == len(set(line.split("] ", 1)[1] for line in progress))  # only changes
-    assert f"session {sid}: stop, 2 steps, 1 tool calls" in out.stdout
+    assert f"session {sid}: stop, 2 steps, 1 tool call," in out.stdout
     assert out.stdout.rstrip().endswith(f"Temporal UI: {UI}/namespaces/default/workflows/{sid}")
 
 
