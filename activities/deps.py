@@ -66,11 +66,13 @@ class ActivityDeps:
         process, through a store outage (a retried activity would not know the
         result and would have to report a durability error instead).
 
-        Retried: retryable typed errors (``StoreUnavailableError``) and untyped
-        exceptions (a driver's own I/O error), with exponential backoff from
-        0.2 s up to 5 s between attempts, heartbeating throughout. Not retried:
-        a non-retryable typed error fails at once with a non-retryable
-        ``ApplicationError`` of its ``failure_type``.
+        Retried: a store outage, i.e. a retryable typed error
+        (``StoreUnavailableError``) or a driver's own I/O error (``OSError``,
+        ``sqlite3.OperationalError`` such as a lock), with exponential backoff
+        from 0.2 s up to 5 s between attempts, heartbeating throughout. Not
+        retried: a non-retryable typed error fails at once with a non-retryable
+        ``ApplicationError`` of its ``failure_type``; any other exception (an
+        encoding or programming error) is raised at once: it would fail again.
 
         Bounded: it gives up after ``max_seconds`` (default
         :data:`RECORD_RETRY_SECONDS`), and in an activity one second before the
@@ -86,7 +88,7 @@ class ActivityDeps:
             except ApplicationError:
                 raise
             except Exception as e:
-                if (isinstance(e, DurableAgentsError) and not e.retryable) or time.monotonic() + delay > deadline:
+                if not _is_outage(e) or time.monotonic() + delay > deadline:
                     if isinstance(e, DurableAgentsError):
                         raise application_error(e) from e
                     raise
@@ -99,6 +101,15 @@ class ActivityDeps:
     async def _call(fn: Callable[..., T], *args: object) -> T:
         async with heartbeating(0.5):
             return await asyncio.to_thread(fn, *args)
+
+
+def _is_outage(error: Exception) -> bool:
+    """A store that cannot be reached or written for now, as opposed to a write that will never work."""
+    import sqlite3  # stdlib; imported here so the activity contracts stay light
+
+    if isinstance(error, DurableAgentsError):
+        return error.retryable
+    return isinstance(error, (OSError, sqlite3.OperationalError))
 
 
 def application_error(error: DurableAgentsError) -> ApplicationError:

@@ -15,6 +15,7 @@ from durable_agents.activities.contracts import MODEL_TURN, ModelTurnInput, Mode
 from durable_agents.activities.deps import ActivityDeps, heartbeating
 from durable_agents.activities.providers.base import ModelRequest, ModelResponse
 from durable_agents.activities.providers.registry import split_model_string
+from durable_agents.activities.transcript import repaired_turn
 from durable_agents.checkpoint.errors import FailureType
 from durable_agents.checkpoint.format import (
     CheckpointHeader,
@@ -47,7 +48,7 @@ class ModelActivities:
         messages = await self.deps.in_store(store.load_messages, inp.session_id, 0, inp.position)
         async with heartbeating(max(header.run_config.model_heartbeat_seconds / 4, 0.25)):
             response = await self._generate(header, messages, inp)
-        turn = response.message
+        turn = repaired_turn(response.message)  # stored once, valid: never a retry (or a second paid call)
         usage = header.usage + response.usage
         grown = {"message_count": inp.position + 1, "step_index": inp.step, "usage": usage}
         if not turn.tool_calls and inp.finish_if_no_tools:

@@ -17,10 +17,11 @@ from temporalio import activity
 from durable_agents.activities.contracts import EXECUTE_TOOL, ExecuteToolInput, ExecuteToolOutput
 from durable_agents.activities.definitions import Tool, ToolContext
 from durable_agents.activities.deps import ActivityDeps, heartbeating
+from durable_agents.activities.providers.base import INVALID_JSON_KEY
+from durable_agents.activities.transcript import repair_text, repaired_value
 from durable_agents.checkpoint.format import Message, ToolCall
 from durable_agents.checkpoint.transcript import result_content
 
-INVALID_JSON_KEY = "__invalid_json__"
 CANCELLED = '{"error": "cancelled"}'
 
 
@@ -38,6 +39,19 @@ def durability_error(call: ToolCall) -> dict[str, Any]:
 
 
 _dump = result_content
+
+
+def timeout_result(tool: Tool) -> dict[str, Any]:
+    return {
+        "error": f"tool {tool.name!r} did not finish within {tool.timeout_seconds:g} s; it was stopped "
+        "and may or may not have taken effect",
+        "kind": "tool-timeout",
+    }
+
+
+def _error_result(tool: Tool, ctx: ToolContext, error: BaseException) -> tuple[str, str]:
+    activity.logger.warning("tool %s (%s) raised %r", tool.name, ctx.tool_call_id, error, exc_info=error)
+    return _dump({"error": repair_text(f"{type(error).__name__}: {error}")}), "error"
 
 
 class ToolActivities:
@@ -98,10 +112,23 @@ class ToolActivities:
         return await self._invoke(tool, args, ctx)
 
     async def _invoke(self, tool: Tool, args: BaseModel, ctx: ToolContext) -> tuple[str, str]:
+        """Run the tool once; whatever it does becomes its result, never a retry."""
+        deadline = asyncio.timeout(tool.timeout_seconds)
         try:
-            async with heartbeating(max(tool.heartbeat_seconds / 3, 0.5)):
+            async with heartbeating(max(tool.heartbeat_seconds / 3, 0.5)), deadline:
                 output = await tool.fn(args, ctx)
-        except Exception as e:  # noqa: BLE001 - the tool's own failure is its result, not a crash
-            activity.logger.info("tool %s (%s) raised %r", tool.name, ctx.tool_call_id, e)
-            return _dump({"error": f"{type(e).__name__}: {e}"}), "error"
-        return _dump(output), "result"
+        except TimeoutError:
+            if not deadline.expired():
+                return _error_result(tool, ctx, TimeoutError("the tool raised TimeoutError"))
+            activity.logger.warning(
+                "tool %s (%s) timed out after %gs", tool.name, ctx.tool_call_id, tool.timeout_seconds
+            )
+            return _dump(timeout_result(tool)), "tool-timeout"
+        except (Exception, SystemExit) as e:  # noqa: BLE001 - the tool's own failure is its result, not a crash
+            return _error_result(tool, ctx, e)
+        try:
+            return _dump(repaired_value(output)), "result"
+        except Exception as e:  # noqa: BLE001 - an unencodable result is the call's error, not a retry
+            return _dump(
+                {"error": f"the result of {tool.name} cannot be encoded as JSON: {type(e).__name__}: {e}"}
+            ), "error"

@@ -280,7 +280,8 @@ class AgentRunWorkflow:
                 batch=batch.ids,
                 safe_to_retry=bool(spec and spec.safe_to_retry),
             ),
-            timeout=spec.timeout_seconds if spec else options.TOOL_TIMEOUT_SECONDS,
+            timeout=(spec.timeout_seconds if spec else options.TOOL_TIMEOUT_SECONDS)
+            + options.TOOL_TIMEOUT_MARGIN_SECONDS,
             heartbeat=(spec.heartbeat_seconds or options.TOOL_HEARTBEAT_SECONDS)
             if spec
             else options.TOOL_HEARTBEAT_SECONDS,

@@ -10,6 +10,7 @@ from temporalio.common import RetryPolicy
 with workflow.unsafe.imports_passed_through():
     import durable_agents.activities.contracts as c
     from durable_agents.activities.fork import ForkActivities
+    from durable_agents.checkpoint.errors import FailureType
     from durable_agents.workflows.contracts import FORK_WORKFLOW
 
 
@@ -24,7 +25,11 @@ class ForkSessionWorkflow:
             # a refused fork (unknown step, taken id) is final; store hiccups are retried
             retry_policy=RetryPolicy(
                 maximum_attempts=5,
-                non_retryable_error_types=["CheckpointNotFoundError", "ConfigurationError", "StoreCorruptError"],
+                non_retryable_error_types=[
+                    FailureType.CHECKPOINT_NOT_FOUND,
+                    FailureType.CONFIGURATION,
+                    FailureType.STORE_CORRUPT,
+                ],
             ),
             summary=f"fork {inp.session_id} at step {inp.from_step}",
         )

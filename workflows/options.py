@@ -1,29 +1,46 @@
-"""Timeouts and retry policies of the activities a run schedules."""
+"""Timeouts and retry policies of the activities a run schedules.
+
+Every policy is bounded: a failure that outlasts it fails the run, whose
+checkpoint stays ``in-progress`` (resume it once the cause is fixed). The
+README's Production section lists the figures.
+"""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
+from temporalio import workflow
 from temporalio.common import RetryPolicy
+
+with workflow.unsafe.imports_passed_through():
+    from durable_agents.checkpoint.errors import FailureType
 
 STORE_TIMEOUT = timedelta(seconds=30)
 STORE_HEARTBEAT_SECONDS = 5.0
 """Store activities heartbeat, so a worker killed inside one is noticed in seconds."""
-STORE_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=10))
+STORE_RETRY = RetryPolicy(
+    initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=10), maximum_attempts=20
+)
+"""About 2.5 minutes of a store that cannot be written (or dead workers) before the run fails."""
 MODEL_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
     maximum_interval=timedelta(seconds=60),
     maximum_attempts=8,
     non_retryable_error_types=[
-        "ModelProviderRequestError",
-        "ModelProviderMalformedReply",
-        "ConfigurationError",
+        FailureType.MODEL_PROVIDER_REQUEST,
+        FailureType.MODEL_PROVIDER_MALFORMED_REPLY,
+        FailureType.CONFIGURATION,
     ],
 )
 TOOL_TIMEOUT_SECONDS = 60.0
-"""A tool's start-to-close timeout unless it declares its own (``@tool(timeout_seconds=…)``)."""
+"""A tool's start-to-close timeout unless it declares its own (``@tool(timeout=…)``)."""
+TOOL_TIMEOUT_MARGIN_SECONDS = 15.0
+"""The tool activity outlives the tool's own timeout by this much, so a slow tool
+is stopped (and gets a timeout result) by the activity, not killed by Temporal."""
 TOOL_HEARTBEAT_SECONDS = 10.0
 """A tool activity heartbeats in the background; a dead worker is noticed after this."""
 # Tool activities retry only infrastructure failures (a dead worker, a store
 # hiccup): a tool's own exception is recorded as its result, not raised.
-TOOL_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=500), maximum_interval=timedelta(seconds=30))
+TOOL_RETRY = RetryPolicy(
+    initial_interval=timedelta(milliseconds=500), maximum_interval=timedelta(seconds=30), maximum_attempts=10
+)

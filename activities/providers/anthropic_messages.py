@@ -15,6 +15,7 @@ import anthropic
 from temporalio.exceptions import ApplicationError
 
 from durable_agents.activities.providers.base import (
+    INVALID_JSON_KEY,
     ModelRequest,
     ModelResponse,
     malformed_reply,
@@ -173,8 +174,8 @@ def _tool_call(block: Any) -> ToolCall:
     call_id, name, args = getattr(block, "id", None), getattr(block, "name", None), getattr(block, "input", None)
     if not isinstance(call_id, str) or not call_id or not isinstance(name, str) or not name:
         raise _malformed("a tool_use block has no id or name")
-    if not isinstance(args, dict):
-        raise _malformed(f"tool_use {name!r} has non-object input {args!r}")
+    if not isinstance(args, dict):  # the tool layer answers with a validation error; the run goes on
+        return ToolCall(id=call_id, name=name, arguments={INVALID_JSON_KEY: json.dumps(args, default=str)})
     return ToolCall(id=call_id, name=name, arguments=args)
 
 

@@ -20,6 +20,10 @@ from durable_agents.checkpoint.format import Message, ToolSpec, Usage
 
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
 
+INVALID_JSON_KEY = "__invalid_json__"
+"""Arguments the model sent that are not a JSON object are kept under this key,
+so the tool layer answers with a validation error instead of the run failing."""
+
 
 class ModelRequest(BaseModel):
     model: str

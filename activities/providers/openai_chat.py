@@ -15,6 +15,7 @@ import openai
 from temporalio.exceptions import ApplicationError
 
 from durable_agents.activities.providers.base import (
+    INVALID_JSON_KEY,
     ModelRequest,
     ModelResponse,
     malformed_reply,
@@ -24,10 +25,6 @@ from durable_agents.activities.providers.base import (
 )
 from durable_agents.checkpoint.errors import FailureType
 from durable_agents.checkpoint.format import Message, Role, ToolCall, ToolSpec, Usage
-
-INVALID_JSON_KEY = "__invalid_json__"
-"""Arguments the model sent that are not a JSON object are kept under this key,
-so the tool layer can answer with a validation error instead of the run failing."""
 
 _EMPTY_OBJECT_SCHEMA = {"type": "object", "properties": {}}
 

@@ -257,7 +257,6 @@ async def test_unreadable_reply_body_is_malformed(srv, api):
     "body",
     [
         {"id": "msg_1", "type": "message", "role": "assistant"},  # no content
-        {"type": "message", "content": [{"type": "tool_use", "id": "t1", "name": "get_weather", "input": "Paris"}]},
         {"type": "message", "content": [{"type": "tool_use", "input": {}}]},  # no id/name
     ],
 )
@@ -266,6 +265,16 @@ async def test_anthropic_malformed_reply(srv, anthropic_provider, body):
     err = await raises(anthropic_provider, request())
     assert err.non_retryable is True and err.type == "ModelProviderMalformedReply"
     assert err.message.startswith("anthropic returned a malformed reply:")
+
+
+async def test_anthropic_non_object_tool_input_is_kept_for_a_validation_error(srv, anthropic_provider):
+    """Like OpenAI's unparsable arguments: the tool layer answers, the run goes on."""
+    srv.anthropic.reply_raw(
+        200, {"type": "message", "content": [{"type": "tool_use", "id": "t1", "name": "get_weather", "input": "Paris"}]}
+    )
+    response = await anthropic_provider.generate(request())
+    [call] = response.message.tool_calls
+    assert (call.id, call.name, call.arguments) == ("t1", "get_weather", {INVALID_JSON_KEY: '"Paris"'})
 
 
 @pytest.mark.parametrize(
