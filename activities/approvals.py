@@ -49,8 +49,7 @@ class ApprovalActivities:
     async def pause_for_approval(self, inp: PauseForApprovalInput) -> None:
         def write() -> None:
             store = self.deps.store
-            header = store.load_header(inp.session_id)
-            assert header is not None
+            header = self.deps.live_header(inp.session_id)
             store.append(
                 header.model_copy(
                     update={
@@ -72,8 +71,7 @@ class ApprovalActivities:
 
         def write() -> int:
             store = self.deps.store
-            header = store.load_header(inp.session_id)
-            assert header is not None
+            header = self.deps.live_header(inp.session_id)
             store.append(
                 header.model_copy(
                     update={

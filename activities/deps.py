@@ -16,7 +16,8 @@ from temporalio.exceptions import ApplicationError
 
 from durable_agents.activities.definitions import Agent
 from durable_agents.activities.providers.registry import ProviderRegistry
-from durable_agents.checkpoint.errors import DurableAgentsError, FailureType
+from durable_agents.checkpoint.errors import CheckpointNotFoundError, DurableAgentsError, FailureType
+from durable_agents.checkpoint.format import CheckpointHeader
 from durable_agents.checkpoint.stores.base import CheckpointStore
 
 T = TypeVar("T")
@@ -42,6 +43,19 @@ class ActivityDeps:
                 non_retryable=True,
             )
         return agent
+
+    def live_header(self, session_id: str) -> CheckpointHeader:
+        """The checkpoint of a session whose run is live; its absence (deleted, pruned,
+        another store) stops the run with a typed, non-retryable error naming it."""
+        header = self.store.load_header(session_id)
+        if header is None:
+            raise CheckpointNotFoundError(
+                f"session {session_id!r} is not in {self.store!r} any more, though a run of it is live "
+                "(deleted or pruned meanwhile, or the worker uses another store): the run stops; its "
+                "Temporal history is kept",
+                session_id=session_id,
+            )
+        return header
 
     async def in_store(self, fn: Callable[..., T], *args: object) -> T:
         """Run a store call off the event loop, heartbeating so a dead worker is noticed

@@ -202,8 +202,7 @@ class SessionActivities:
     @activity.defn(name=APPEND_INPUT)
     async def append_input(self, inp: AppendInputInput) -> AppendInputOutput:
         def write() -> int:
-            header = self.deps.store.load_header(inp.session_id)
-            assert header is not None
+            header = self.deps.live_header(inp.session_id)
             if header.message_count >= inp.position + len(inp.messages):
                 return inp.position + len(inp.messages)  # written before a crash (a re-run)
             updated = header.model_copy(update={"message_count": inp.position + len(inp.messages), "updated_at": None})
@@ -215,8 +214,7 @@ class SessionActivities:
     @activity.defn(name=FINISH_RUN)
     async def finish_run(self, inp: FinishRunInput) -> None:
         def write() -> None:
-            header = self.deps.store.load_header(inp.session_id)
-            assert header is not None
+            header = self.deps.live_header(inp.session_id)
             self.deps.store.append(header.finished(inp.finish_reason), header.message_count, [])
 
         await self.deps.in_store(write)
@@ -232,8 +230,7 @@ class SessionActivities:
                 store.record_tool_result(
                     inp.session_id, Message.tool_result(call, CANCELLED, is_error=True), inp.batch_start, ids
                 )
-            header = store.load_header(inp.session_id)
-            assert header is not None
+            header = self.deps.live_header(inp.session_id)
             store.append(
                 header.model_copy(
                     update={
