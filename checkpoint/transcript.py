@@ -13,14 +13,18 @@ from durable_agents.checkpoint.format import Message, Role, ToolCall
 def pending_tool_calls(messages: list[Message]) -> tuple[list[ToolCall], int]:
     """Calls of the last assistant turn without a result (call order), and that turn's position.
 
-    Results are recorded as the in-order prefix of a turn's calls, so the
-    pending ones are exactly the calls after the last recorded result.
+    Results follow their turn as the in-order prefix of its calls (call ``i``
+    of a turn at ``p`` has its result at ``p + 1 + i``), so the pending calls
+    are those after the results: decided by position, never by call id, which
+    models reuse (``call_0`` in every turn, or twice in one turn).
     """
     for index in range(len(messages) - 1, -1, -1):
         message = messages[index]
         if message.role == Role.ASSISTANT:
-            answered = {m.tool_call_id for m in messages[index + 1 :] if m.role == Role.TOOL}
-            return [c for c in message.tool_calls or [] if c.id not in answered], index
+            answered = 0
+            while index + 1 + answered < len(messages) and messages[index + 1 + answered].role == Role.TOOL:
+                answered += 1
+            return list((message.tool_calls or [])[answered:]), index
         if message.role == Role.USER:
             break
     return [], -1

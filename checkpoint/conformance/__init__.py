@@ -56,10 +56,11 @@ from durable_agents.checkpoint.conformance._base import StoreFactory, StoreHandl
 from durable_agents.checkpoint.conformance._history import HistoryChecks
 from durable_agents.checkpoint.conformance._records import RecordChecks
 from durable_agents.checkpoint.conformance._sessions import SessionChecks
+from durable_agents.checkpoint.conformance._tools import ToolChecks
 from durable_agents.checkpoint.stores.base import StoreCapabilities
 
 
-class StoreConformance(RecordChecks, HistoryChecks, SessionChecks):
+class StoreConformance(RecordChecks, HistoryChecks, SessionChecks, ToolChecks):
     """Subclass with a ``make_store`` fixture to run every check on a store.
 
     Class attributes and hooks: ``capabilities`` (``None``: the store's own),

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import fields
 from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar, TypeVar
@@ -196,3 +197,28 @@ def with_calls(store: CheckpointStore, ids: list[str], sid: str = "a") -> None:
             ],
         )
     )
+
+
+def in_threads(jobs: Sequence[Callable[[], object]]) -> None:
+    """Run every job in a thread of its own; re-raise the first failure."""
+    errors: list[BaseException] = []
+
+    def run(job: Callable[[], object]) -> None:
+        try:
+            job()
+        except BaseException as e:  # noqa: BLE001 - re-raised in the calling thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(job,)) for job in jobs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+
+
+def two_handles(stores: StoreHandles, capabilities: StoreCapabilities) -> tuple[CheckpointStore, CheckpointStore]:
+    """Two workers' handles on one store (one handle twice if handles share nothing)."""
+    first = stores(history_limit=50)
+    return first, stores(history_limit=50) if capabilities.shared_across_processes else first

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
@@ -37,27 +37,37 @@ def stamped(header: CheckpointHeader, start: int, messages: list[Message]) -> Ch
     return header.model_copy(update={"updated_at": as_utc(header.updated_at or now())})
 
 
+def check_in_batch(position: int, batch_start: int, batch_size: int) -> None:
+    """A result's position must lie in its batch (``batch_start … batch_start+batch_size-1``)."""
+    if not batch_start <= position < batch_start + batch_size:
+        raise ValueError(
+            f"tool result position {position} is outside its batch "
+            f"(positions {batch_start}..{batch_start + batch_size - 1})"
+        )
+
+
 def past_batch(
     session_id: str,
     where: str,
     count: int,
     batch_start: int,
-    batch: list[str],
-    results: Mapping[str, object],
+    batch_size: int,
+    recorded: Container[int],
 ) -> bool:
     """True when the checkpoint already holds the whole batch and more.
 
     That happens when a step re-runs after a crash (a local activity, or a
     retried one whose run moved on): there is nothing to write, and the
-    batch ends at ``batch_start + len(batch)``.
+    batch ends at ``batch_start + batch_size``.
     """
-    if count - batch_start <= len(batch):
+    if count - batch_start <= batch_size:
         return False
-    if all(call_id in results for call_id in batch):
+    if all(p in recorded for p in range(batch_start, batch_start + batch_size)):
         return True
     raise StoreCorruptError(
         f"session {session_id!r} in {where}: checkpoint has {count} messages, past the tool "
-        f"batch starting at {batch_start}, but not every call of that batch has a recorded result"
+        f"batch at positions {batch_start}..{batch_start + batch_size - 1}, but not every "
+        "position of that batch has a recorded result"
     )
 
 
@@ -66,22 +76,41 @@ def batch_prefix(
     where: str,
     count: int,
     batch_start: int,
-    batch: list[str],
-    results: Mapping[str, T],
+    batch_size: int,
+    results: Mapping[int, T],
 ) -> list[T]:
-    """The recorded results that extend the transcript, in call order."""
+    """The recorded results that extend the transcript, in position order.
+
+    They start at the first position not yet in the transcript (``count``) and
+    go only as far as they are contiguous.
+    """
     done = count - batch_start
-    if done < 0 or done > len(batch):
+    if done < 0 or done > batch_size:
         raise StoreCorruptError(
             f"session {session_id!r} in {where}: checkpoint has {count} messages, which is not "
             f"inside the tool batch starting at {batch_start}; the store was changed under a live run"
         )
     new: list[T] = []
-    for call_id in batch[done:]:
-        if call_id not in results:
+    for position in range(count, batch_start + batch_size):
+        if position not in results:
             break
-        new.append(results[call_id])
+        new.append(results[position])
     return new
+
+
+def stale_marker_cut(old_count: int, new_count: int, changed: Iterable[int]) -> int | None:
+    """The first position whose tool markers a save makes stale, if any.
+
+    Markers are keyed by transcript position, so a save that removes messages
+    (a shorter checkpoint) or changes one the checkpoint held (``changed``:
+    positions whose stored message differs from the saved one) leaves markers
+    at and after that point belonging to calls no longer in the transcript:
+    a later call at the same position must not see them.
+    """
+    cut = min((p for p in changed if p < old_count), default=None)
+    if new_count < old_count:
+        cut = new_count if cut is None else min(cut, new_count)
+    return cut
 
 
 def session_list_query(status: str | None, agent: str | None, mark: str) -> tuple[str, list[object]]:

@@ -10,8 +10,10 @@ Tables (each backend's schema module creates them, append-only migrations):
   A save that changes an earlier message starts a new transcript id, the
   unchanged prefix copied.
 - ``checkpoint_history``: the ring of the newest ``history_limit`` saves.
-- ``tool_calls``: start markers that make at-most-once tools detectable, and
-  recorded results (the first one of a call wins).
+- ``tool_markers``: per (session, transcript position of the result): start
+  counts that make at-most-once tools detectable, and recorded results (the
+  first one for a position wins). Keyed by position, never by the model's call
+  id, which models reuse.
 
 The SQL is written once with ``?`` placeholders. A backend supplies a
 :class:`Dialect` (placeholder, time column type, row locks, "no limit") and
@@ -185,10 +187,10 @@ class SqlStore(SqlWrites, CheckpointStore):
             for r in rows
         ]
 
-    def tool_result(self, session_id: str, tool_call_id: str) -> Message | None:
+    def tool_result(self, session_id: str, position: int) -> Message | None:
         with self._open(write=False):
             row = self._run(
-                "SELECT result FROM tool_calls WHERE session_id = ? AND tool_call_id = ?", (session_id, tool_call_id)
+                "SELECT result FROM tool_markers WHERE session_id = ? AND position = ?", (session_id, position)
             ).fetchone()
         return Message.model_validate_json(row[0]) if row and row[0] else None
 
@@ -197,7 +199,7 @@ class SqlStore(SqlWrites, CheckpointStore):
         with self._open(session_id):
             self._session_row(session_id, lock=True)
             self._run("DELETE FROM sessions WHERE session_id = ?", (session_id,))
-            self._run("DELETE FROM tool_calls WHERE session_id = ?", (session_id,))
+            self._run("DELETE FROM tool_markers WHERE session_id = ?", (session_id,))
             if not keep_history:
                 self._run("DELETE FROM checkpoint_history WHERE session_id = ?", (session_id,))
             self._collect_garbage(session_id)
@@ -214,7 +216,7 @@ class SqlStore(SqlWrites, CheckpointStore):
             }
             if gone:
                 self._cur.executemany(
-                    self.dialect.sql("DELETE FROM tool_calls WHERE session_id = ?"), [(sid,) for sid in gone]
+                    self.dialect.sql("DELETE FROM tool_markers WHERE session_id = ?"), [(sid,) for sid in gone]
                 )
             for sid in sorted(set(gone) | touched):
                 self._collect_garbage(sid)

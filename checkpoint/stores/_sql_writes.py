@@ -10,7 +10,15 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from durable_agents.checkpoint.errors import StoreCorruptError
 from durable_agents.checkpoint.format import CheckpointHeader, Message
-from durable_agents.checkpoint.stores._common import batch_prefix, header_key, now, past_batch, stamped
+from durable_agents.checkpoint.stores._common import (
+    batch_prefix,
+    check_in_batch,
+    header_key,
+    now,
+    past_batch,
+    stale_marker_cut,
+    stamped,
+)
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
@@ -50,7 +58,10 @@ class SqlWrites:
 
     def _append(self, row: tuple[int, int] | None, header: CheckpointHeader, start: int, bodies: list[str]) -> None:
         sid = header.session_id
-        transcript_id, existing = self._transcript_for(row, sid, start, bodies)
+        transcript_id, existing, changed = self._transcript_for(row, sid, start, bodies)
+        cut = stale_marker_cut(row[1] if row else 0, header.message_count, changed)
+        if cut is not None:
+            self._run("DELETE FROM tool_markers WHERE session_id = ? AND position >= ?", (sid, cut))
         new = [(sid, transcript_id, start + i, b) for i, b in enumerate(bodies) if start + i not in existing]
         if new:
             self._cur.executemany(self.dialect.sql("INSERT INTO messages VALUES (?, ?, ?, ?)"), new)
@@ -58,12 +69,13 @@ class SqlWrites:
 
     def _transcript_for(
         self, row: tuple[int, int] | None, session_id: str, start: int, bodies: list[str]
-    ) -> tuple[int, set[int]]:
-        """The transcript to write ``bodies`` at ``start`` into, and the positions it already holds."""
+    ) -> tuple[int, set[int], list[int]]:
+        """The transcript to write ``bodies`` at ``start`` into, the positions it
+        already holds, and the positions whose stored message ``bodies`` change."""
         if row is None:
             if start:
                 raise ValueError(f"session {session_id!r} does not exist; cannot write at {start}")
-            return self._fresh_transcript_id(session_id), set()
+            return self._fresh_transcript_id(session_id), set(), []
         transcript_id, count = row
         if start > count:
             raise ValueError(f"session {session_id!r} has {count} messages; cannot write at {start}")
@@ -76,8 +88,9 @@ class SqlWrites:
                 (session_id, transcript_id, start, start + len(bodies)),
             ).fetchall()
         )
-        if all(body == bodies[pos - start] for pos, body in existing.items()):
-            return transcript_id, set(existing)
+        changed = sorted(pos for pos, body in existing.items() if body != bodies[pos - start])
+        if not changed:
+            return transcript_id, set(existing), []
         # An earlier message changes: the old rows stay for history entries.
         fresh = self._fresh_transcript_id(session_id)
         self._run(
@@ -85,7 +98,7 @@ class SqlWrites:
             " WHERE session_id = ? AND transcript_id = ? AND position < ?",
             (fresh, session_id, transcript_id, start),
         )
-        return fresh, set()
+        return fresh, set(), changed
 
     def _fresh_transcript_id(self, session_id: str) -> int:
         row = self._run("SELECT MAX(transcript_id) FROM messages WHERE session_id = ?", (session_id,)).fetchone()
@@ -146,49 +159,48 @@ class SqlWrites:
             (session_id, session_id, session_id),
         )
 
-    # -- tool calls ---------------------------------------------------------------
-    def tool_started(self, session_id: str, tool_call_id: str) -> int:
+    # -- tool markers (keyed by the result's transcript position) ------------------
+    def tool_started(self, session_id: str, position: int) -> int:
         with self._open():
             row = self._run(
-                "INSERT INTO tool_calls VALUES (?, ?, 1, ?, NULL) ON CONFLICT (session_id, tool_call_id)"
-                " DO UPDATE SET starts = tool_calls.starts + 1 RETURNING starts",
-                (session_id, tool_call_id, self.dialect.to_db_time(now())),
+                "INSERT INTO tool_markers VALUES (?, ?, 1, ?, NULL) ON CONFLICT (session_id, position)"
+                " DO UPDATE SET starts = tool_markers.starts + 1 RETURNING starts",
+                (session_id, position, self.dialect.to_db_time(now())),
             ).fetchone()
         return row[0] - 1
 
-    def record_tool_result(self, session_id: str, message: Message, batch_start: int, batch: list[str]) -> int:
+    def record_tool_result(
+        self, session_id: str, position: int, message: Message, batch_start: int, batch_size: int
+    ) -> int:
+        check_in_batch(position, batch_start, batch_size)
         with self._open(session_id):
             row = self._session_row(session_id, lock=True)
             self._run(
-                "INSERT INTO tool_calls VALUES (?, ?, 0, ?, ?) ON CONFLICT (session_id, tool_call_id)"
-                " DO UPDATE SET result = COALESCE(tool_calls.result, excluded.result)",
-                (session_id, message.tool_call_id, self.dialect.to_db_time(now()), message.to_json()),
+                "INSERT INTO tool_markers VALUES (?, ?, 0, ?, ?) ON CONFLICT (session_id, position)"
+                " DO UPDATE SET result = COALESCE(tool_markers.result, excluded.result)",
+                (session_id, position, self.dialect.to_db_time(now()), message.to_json()),
             )
             if row is None:
                 raise StoreCorruptError(f"session {session_id!r} vanished from {self.where} mid-run")
-            return self._advance_results(row, session_id, batch_start, batch)
+            return self._advance_results(row, session_id, batch_start, batch_size)
 
-    def _advance_results(self, row: tuple[int, int], session_id: str, batch_start: int, batch: list[str]) -> int:
-        """Append the batch's recorded results that extend the transcript in call order."""
+    def _advance_results(self, row: tuple[int, int], session_id: str, batch_start: int, batch_size: int) -> int:
+        """Append the batch's recorded results that extend the transcript in position order."""
         raw = self._run("SELECT header FROM sessions WHERE session_id = ?", (session_id,)).fetchone()[0]
         header = self._parse_header(raw, session_id)
         count = header.message_count
-        results = self._batch_results(session_id, batch)
-        if past_batch(session_id, self.where, count, batch_start, batch, results):
-            return batch_start + len(batch)
-        new = batch_prefix(session_id, self.where, count, batch_start, batch, results)
+        results: dict[int, str] = dict(
+            self._run(
+                "SELECT position, result FROM tool_markers WHERE session_id = ? AND result IS NOT NULL"
+                " AND position >= ? AND position < ?",
+                (session_id, batch_start, batch_start + batch_size),
+            ).fetchall()
+        )
+        if past_batch(session_id, self.where, count, batch_start, batch_size, results):
+            return batch_start + batch_size
+        new = batch_prefix(session_id, self.where, count, batch_start, batch_size, results)
         if new:
             messages = [Message.model_validate_json(body) for body in new]
             updated = header.model_copy(update={"message_count": count + len(new), "updated_at": None})
             self._append(row, stamped(updated, count, messages), count, new)
         return count + len(new)
-
-    def _batch_results(self, session_id: str, batch: list[str]) -> dict[str, str]:
-        if not batch:
-            return {}
-        rows = self._run(
-            "SELECT tool_call_id, result FROM tool_calls WHERE session_id = ? AND result IS NOT NULL"
-            f" AND tool_call_id IN ({', '.join('?' * len(batch))})",
-            (session_id, *batch),
-        ).fetchall()
-        return dict(rows)

@@ -6,7 +6,8 @@ Two kinds of method:
   ``history``, ``list_sessions``, ``prune``) that take and return whole
   checkpoints in the documented format;
 - the data-plane ones the worker's activities use on every step
-  (``load_header``, ``load_messages``, ``append``, tool markers). ``append``
+  (``load_header``, ``load_messages``, ``append``, tool markers keyed by
+  transcript position). ``append``
   writes only the new messages, so a save costs the same at step 10 and at
   step 10,000, and a retried write lands on the same positions instead of
   appending twice.
@@ -110,20 +111,36 @@ class CheckpointStore(ABC):
         adds no history entry.
         """
 
+    # Tool markers are keyed by the transcript position of the call's result:
+    # call ``i`` of an assistant turn at position ``p`` has its result at
+    # ``p + 1 + i``. Never by the model's call id alone (models and compatible
+    # servers reuse ids: ``call_0`` in every turn, twice in one turn). A save
+    # that drops or changes messages the checkpoint held also drops the markers
+    # at and after the first such position (they belong to calls no longer there).
     @abstractmethod
-    def tool_started(self, session_id: str, tool_call_id: str) -> int:
-        """Record that a tool call is starting; return how many starts came before."""
+    def tool_started(self, session_id: str, position: int) -> int:
+        """Record that the call whose result goes at ``position`` is starting;
+        return how many starts came before for that position."""
 
     @abstractmethod
-    def tool_result(self, session_id: str, tool_call_id: str) -> Message | None:
-        """The recorded result of a tool call, if it has one."""
+    def tool_result(self, session_id: str, position: int) -> Message | None:
+        """The recorded result for ``position``, if any."""
 
     @abstractmethod
-    def record_tool_result(self, session_id: str, message: Message, batch_start: int, batch: list[str]) -> int:
-        """Record a tool result (the first recorded result of a call wins), then
-        append the batch's results to the transcript as their in-order prefix.
+    def record_tool_result(
+        self, session_id: str, position: int, message: Message, batch_start: int, batch_size: int
+    ) -> int:
+        """Record ``message`` as the result for ``position`` (the first recorded
+        result for a position wins), then append to the transcript the in-order
+        prefix of the batch's recorded results.
 
-        Returns the checkpoint's message count afterwards.
+        The batch is the positions ``batch_start … batch_start+batch_size-1``;
+        results are appended in position order, only as far as they are
+        contiguous from the first position not yet in the transcript. Returns
+        the checkpoint's message count afterwards; a re-run past a batch that
+        is already fully appended writes nothing and returns the count right
+        after the batch (``batch_start + batch_size``). ``position`` outside the
+        batch raises ``ValueError``.
         """
 
     def close(self) -> None:  # noqa: B027 - optional for backends

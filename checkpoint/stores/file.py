@@ -12,7 +12,10 @@ Layout, ``<name>`` being the session id escaped into a safe file name:
   a header plus a transcript id; entries share the log, so history grows
   linearly with the session. A damaged file reads as no history and is
   rewritten by the next save.
-- ``tools/<name>.jsonl``: tool start markers and results, append-only.
+- ``tools/<name>.jsonl``: tool start markers and results, append-only, each
+  keyed by the transcript position of the call's result (``pos``; lines of
+  the id-keyed format before it are ignored). Rewritten without the stale
+  ones when a save drops or changes messages the checkpoint held.
 - ``locks/<name>.lock``: ``flock`` target (writers exclusive, readers shared).
 
 JSON files are replaced atomically (temp file in the same directory, fsync,
@@ -45,11 +48,13 @@ from durable_agents.checkpoint.format import (
 )
 from durable_agents.checkpoint.stores._common import (
     batch_prefix,
+    check_in_batch,
     cutoff_of,
     header_key,
     history_entries,
     now,
     past_batch,
+    stale_marker_cut,
     stamped,
 )
 from durable_agents.checkpoint.stores.base import DEFAULT_HISTORY_LIMIT, CheckpointStore
@@ -201,9 +206,16 @@ class FileStore(CheckpointStore):
                 event = json.loads(line)
             except ValueError:
                 continue  # torn by a crash
-            if isinstance(event, dict) and isinstance(event.get("id"), str):
+            if isinstance(event, dict) and type(event.get("pos")) is int:
                 events.append(event)
         return events
+
+    def _drop_markers_from(self, name: str, cut: int) -> None:
+        """Forget the tool markers at positions ``cut`` and after."""
+        events = self._read_tools(name)
+        if any(e["pos"] >= cut for e in events):
+            kept = [json.dumps(e) + "\n" for e in events if e["pos"] < cut]
+            self._replace(self._path("tools", name), "".join(kept))
 
     # -- reads ------------------------------------------------------------
     def load_header(self, session_id: str) -> CheckpointHeader | None:
@@ -266,9 +278,9 @@ class FileStore(CheckpointStore):
                 )
         return sorted(found, key=lambda s: s.updated_at, reverse=True)  # type: ignore[arg-type,return-value]
 
-    def tool_result(self, session_id: str, tool_call_id: str) -> Message | None:
+    def tool_result(self, session_id: str, position: int) -> Message | None:
         for event in self._read_tools(safe_name(session_id)):
-            if event["id"] == tool_call_id and "result" in event:
+            if event["pos"] == position and "result" in event:
                 return Message.model_validate(event["result"])
         return None
 
@@ -284,6 +296,7 @@ class FileStore(CheckpointStore):
         count = current[0].message_count if current else 0
         if start > count:
             raise ValueError(f"session {header.session_id!r} has {count} messages; cannot write at {start}")
+        changed: list[int] = []
         if current is None:
             t, written, before = self._fresh_transcript(name), 0, set()
         else:
@@ -291,7 +304,8 @@ class FileStore(CheckpointStore):
             before = {t}
             overlap = min(written, end)  # positions already written, also past a shorter save's count
             old = self._read_log(name, {t: overlap})[t] if start < overlap else {}
-            if any(old.get(p) != bodies[p - start] for p in range(start, overlap)):
+            changed = [p for p in range(start, overlap) if old.get(p) != bodies[p - start]]
+            if changed:
                 # A written message changes: older history entries keep the old transcript.
                 prefix = self._read_log(name, {t: start})[t] if start else {}
                 self._messages(name, prefix, 0, start)  # all there and readable
@@ -304,6 +318,9 @@ class FileStore(CheckpointStore):
             self._path("sessions", name),
             {"checkpoint": header.to_dict(), "transcript": t, "written": max(written, end)},
         )
+        cut = stale_marker_cut(count, header.message_count, changed)
+        if cut is not None:
+            self._drop_markers_from(name, cut)
         entries = self._read_history(name)
         damaged, entries = entries is None, entries or []
         before |= {e["transcript"] for e in entries}
@@ -342,34 +359,37 @@ class FileStore(CheckpointStore):
         log = sorted(self._read_log(name, wanted).items())
         self._replace(path, "".join(f"[{t},{p},{body}]\n" for t, bodies in log for p, body in sorted(bodies.items())))
 
-    def tool_started(self, session_id: str, tool_call_id: str) -> int:
+    def tool_started(self, session_id: str, position: int) -> int:
         name = safe_name(session_id)
         with self._locked(name):
-            starts = sum(1 for e in self._read_tools(name) if e["id"] == tool_call_id and "start" in e)
-            event = {"id": tool_call_id, "start": now().isoformat()}
+            starts = sum(1 for e in self._read_tools(name) if e["pos"] == position and "start" in e)
+            event = {"pos": position, "start": now().isoformat()}
             self._append_lines(self._path("tools", name), [json.dumps(event)])
         return starts
 
-    def record_tool_result(self, session_id: str, message: Message, batch_start: int, batch: list[str]) -> int:
-        name, call_id = safe_name(session_id), message.tool_call_id or ""
+    def record_tool_result(
+        self, session_id: str, position: int, message: Message, batch_start: int, batch_size: int
+    ) -> int:
+        check_in_batch(position, batch_start, batch_size)
+        name, where = safe_name(session_id), str(self.directory)
         with self._locked(name):
-            results: dict[str, Any] = {}
+            results: dict[int, Any] = {}
             for e in self._read_tools(name):
                 if "result" in e:
-                    results.setdefault(e["id"], e["result"])  # the first recorded result wins
-            if call_id not in results:
-                results[call_id] = message.to_dict()
-                event = {"id": call_id, "result": results[call_id]}
+                    results.setdefault(e["pos"], e["result"])  # the first recorded result wins
+            if position not in results:
+                results[position] = message.to_dict()
+                event = {"pos": position, "result": results[position]}
                 self._append_lines(self._path("tools", name), [json.dumps(event)])
             current = self._read_session(name)
             if current is None:
                 raise StoreCorruptError(f"session {session_id!r} vanished from {self.directory} mid-run")
             header, count = current[0], current[0].message_count
-            if past_batch(session_id, str(self.directory), count, batch_start, batch, results):
-                return batch_start + len(batch)
+            if past_batch(session_id, where, count, batch_start, batch_size, results):
+                return batch_start + batch_size
             new = [
                 Message.model_validate(r)
-                for r in batch_prefix(session_id, str(self.directory), count, batch_start, batch, results)
+                for r in batch_prefix(session_id, where, count, batch_start, batch_size, results)
             ]
             if new:
                 updated = header.model_copy(update={"message_count": count + len(new), "updated_at": None})

@@ -41,4 +41,16 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX checkpoint_history_saved_at ON checkpoint_history (saved_at);
     """,
+    # Tool markers keyed by the result's transcript position (see sqlite_schema.py).
+    """
+    DROP TABLE tool_calls;
+    CREATE TABLE tool_markers (
+        session_id TEXT NOT NULL,
+        position INTEGER NOT NULL,
+        starts INTEGER NOT NULL,
+        first_started_at TIMESTAMPTZ NOT NULL,
+        result TEXT,
+        PRIMARY KEY (session_id, position)
+    );
+    """,
 ]

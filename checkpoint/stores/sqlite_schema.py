@@ -47,4 +47,18 @@ MIGRATIONS: list[str] = [
     CREATE INDEX sessions_updated_at ON sessions (updated_at);
     CREATE INDEX checkpoint_history_saved_at ON checkpoint_history (saved_at);
     """,
+    # Tool markers keyed by the result's transcript position, not by the model's
+    # call id (models reuse ids: call_0 in every turn, twice in one turn). The
+    # id-keyed markers of runs in flight across this upgrade are not carried over.
+    """
+    DROP TABLE tool_calls;
+    CREATE TABLE tool_markers (
+        session_id TEXT NOT NULL,
+        position INTEGER NOT NULL,
+        starts INTEGER NOT NULL,
+        first_started_at REAL NOT NULL,
+        result TEXT,
+        PRIMARY KEY (session_id, position)
+    ) WITHOUT ROWID;
+    """,
 ]

@@ -55,19 +55,23 @@ class CrashingSqliteStore(SqliteStore):
         if last is not None and last.role == Role.USER:
             self._crash(CrashWindow.AFTER_INPUT_STORED, header.session_id, position=start)
 
-    def record_tool_result(self, session_id: str, message: Message, batch_start: int, batch: list[str]) -> int:
-        fresh = message.content != CANCELLED and self.tool_result(session_id, message.tool_call_id or "") is None
+    def record_tool_result(
+        self, session_id: str, position: int, message: Message, batch_start: int, batch_size: int
+    ) -> int:
+        fresh = message.content != CANCELLED and self.tool_result(session_id, position) is None
         if fresh:
-            self._crash(CrashWindow.AFTER_TOOL_BEFORE_RECORD, session_id, tool_call_id=message.tool_call_id)
+            self._crash(
+                CrashWindow.AFTER_TOOL_BEFORE_RECORD, session_id, position=position, tool_call_id=message.tool_call_id
+            )
         self._local.recording = fresh
         try:
-            count = super().record_tool_result(session_id, message, batch_start, batch)
+            count = super().record_tool_result(session_id, position, message, batch_start, batch_size)
         finally:
             self._local.recording = False
         done = count - batch_start
-        if len(batch) >= 2 and 1 <= done < len(batch):
+        if batch_size >= 2 and 1 <= done < batch_size:
             self._crash(CrashWindow.BETWEEN_RESULTS, session_id, recorded=done)
-        if done == len(batch):
+        if done == batch_size:
             self._crash(CrashWindow.AFTER_LAST_RESULT, session_id, recorded=done)
         return count
 
@@ -143,11 +147,15 @@ class FailingStore(CheckpointStore):
     def append(self, header: CheckpointHeader, start: int, messages: list[Message]) -> None:
         self._write("append", self.inner.append, header, start, messages)
 
-    def record_tool_result(self, session_id: str, message: Message, batch_start: int, batch: list[str]) -> int:
-        return self._write("record_tool_result", self.inner.record_tool_result, session_id, message, batch_start, batch)
+    def record_tool_result(
+        self, session_id: str, position: int, message: Message, batch_start: int, batch_size: int
+    ) -> int:
+        return self._write(
+            "record_tool_result", self.inner.record_tool_result, session_id, position, message, batch_start, batch_size
+        )
 
-    def tool_started(self, session_id: str, tool_call_id: str) -> int:
-        return self._write("tool_started", self.inner.tool_started, session_id, tool_call_id)
+    def tool_started(self, session_id: str, position: int) -> int:
+        return self._write("tool_started", self.inner.tool_started, session_id, position)
 
     # everything else passes through
     def load_header(self, session_id: str) -> CheckpointHeader | None:
@@ -156,8 +164,8 @@ class FailingStore(CheckpointStore):
     def load_messages(self, session_id: str, start: int = 0, end: int | None = None) -> list[Message]:
         return self.inner.load_messages(session_id, start, end)
 
-    def tool_result(self, session_id: str, tool_call_id: str) -> Message | None:
-        return self.inner.tool_result(session_id, tool_call_id)
+    def tool_result(self, session_id: str, position: int) -> Message | None:
+        return self.inner.tool_result(session_id, position)
 
     def delete(self, session_id: str, keep_history: bool = False) -> None:
         self.inner.delete(session_id, keep_history)

@@ -127,20 +127,19 @@ def test_tool_results_are_recorded_once_and_in_call_order(any_store):
             ],
         )
     )
-    batch = ["c1", "c2"]
     r2 = Message.tool_result(ToolCall(id="c2", name="t"), "two")
-    assert any_store.record_tool_result("a", r2, 2, batch) == 2  # waits for c1
+    assert any_store.record_tool_result("a", 3, r2, 2, 2) == 2  # waits for position 2
     r1 = Message.tool_result(ToolCall(id="c1", name="t"), "one")
-    assert any_store.record_tool_result("a", r1, 2, batch) == 4
+    assert any_store.record_tool_result("a", 2, r1, 2, 2) == 4
     again = Message.tool_result(ToolCall(id="c1", name="t"), "one, re-run")
-    assert any_store.record_tool_result("a", again, 2, batch) == 4
+    assert any_store.record_tool_result("a", 2, again, 2, 2) == 4
     assert [m.content for m in any_store.load("a").messages[2:]] == ["one", "two"]
-    assert any_store.tool_result("a", "c1").content == "one"  # the first recorded result wins
+    assert any_store.tool_result("a", 2).content == "one"  # the first recorded result wins
 
 
 def test_tool_started_counts_previous_starts(any_store):
-    assert any_store.tool_started("a", "c1") == 0
-    assert any_store.tool_started("a", "c1") == 1
+    assert any_store.tool_started("a", 2) == 0
+    assert any_store.tool_started("a", 2) == 1
 
 
 def test_delete_and_keep_history(any_store):
@@ -205,3 +204,37 @@ def test_postgres_has_the_same_indexes(postgres_url):
             rows = cur.execute("SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()").fetchall()
         store.close()
     assert {"sessions_updated_at", "checkpoint_history_saved_at"} <= {r[0] for r in rows}
+
+
+def test_an_older_store_file_trades_its_id_keyed_tool_markers_for_positional_ones(tmp_path):
+    path = tmp_path / "old.db"
+    db = sqlite3.connect(path)  # a file as the release before positional markers left it: schema version 3
+    db.executescript("".join(MIGRATIONS[:3]) + "CREATE TABLE schema_version (version INTEGER NOT NULL);")
+    db.execute("INSERT INTO schema_version VALUES (3)")
+    db.execute("INSERT INTO tool_calls VALUES ('a', '2', 1, 1700000000.0, NULL)")  # an id that looks like a position
+    db.commit()
+    db.close()
+    store = SqliteStore(path)
+    tables = {r[0] for r in store._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert "tool_markers" in tables and "tool_calls" not in tables
+    assert store.tool_started("a", 2) == 0  # the id-keyed marker is not read as position 2's
+    store.close()
+
+
+def test_an_older_postgres_schema_trades_its_id_keyed_tool_markers_for_positional_ones(postgres_url):
+    import psycopg
+
+    from durable_agents.checkpoint.stores.postgres_schema import MIGRATIONS as PG_MIGRATIONS
+    from tests.checkpoint.conftest import fresh_schema
+
+    with fresh_schema(postgres_url) as url:
+        with psycopg.connect(url, autocommit=True) as db:
+            db.execute(PG_MIGRATIONS[0])
+            db.execute("CREATE TABLE schema_version (version INTEGER NOT NULL); INSERT INTO schema_version VALUES (1)")
+            db.execute("INSERT INTO tool_calls VALUES ('a', '2', 1, now(), NULL)")
+        store = PostgresStore(url)
+        assert store.tool_started("a", 2) == 0
+        with store._open(write=False) as cur:
+            tables = {r[0] for r in cur.execute("SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")}
+        store.close()
+    assert "tool_markers" in tables and "tool_calls" not in tables
