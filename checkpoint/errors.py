@@ -127,3 +127,11 @@ class StoreUnavailableError(DurableAgentsError):
     code = "STORE_UNAVAILABLE"
     failure_type = FailureType.STORE_UNAVAILABLE
     retryable = True
+
+
+class StoreDamageWarning(UserWarning):
+    """A damaged record a listing or a prune skipped (the message names its file).
+
+    A warning, not an error: one damaged session file must not hide the others.
+    Loading that session raises :class:`StoreCorruptError`.
+    """

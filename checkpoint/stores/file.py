@@ -26,18 +26,15 @@ more are dropped by rewriting the log.
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
 import json
-import os
-import secrets
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from durable_agents.checkpoint.errors import StoreCorruptError
+from durable_agents.checkpoint.errors import StoreCorruptError, StoreDamageWarning
 from durable_agents.checkpoint.format import (
     Checkpoint,
     CheckpointHeader,
@@ -57,31 +54,13 @@ from durable_agents.checkpoint.stores._common import (
     stale_marker_cut,
     stamped,
 )
+from durable_agents.checkpoint.stores._files import append_lines, locked, replace_file, safe_name
 from durable_agents.checkpoint.stores.base import DEFAULT_HISTORY_LIMIT, CheckpointStore
 
-_SAFE = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_-")
+__all__ = ["FileStore", "safe_name"]
+
 _EXT = {"sessions": ".json", "history": ".json", "messages": ".jsonl", "tools": ".jsonl", "locks": ".lock"}
 Session = tuple[CheckpointHeader, int, int]  # header, transcript id, positions written to it
-
-
-def safe_name(session_id: str) -> str:
-    """``[a-z0-9_-]`` kept, anything else ``%XX`` (no ``/``, ``..`` or case clash); long ids hashed."""
-    raw = session_id.encode("utf-8", "surrogatepass")
-    name = (
-        "".join(
-            c if c in _SAFE else "".join(f"%{b:02X}" for b in c.encode("utf-8", "surrogatepass")) for c in session_id
-        )
-        or "%"
-    )
-    return name if len(name) <= 180 else name[:120] + "~" + hashlib.sha256(raw).hexdigest()
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class FileStore(CheckpointStore):
@@ -99,40 +78,14 @@ class FileStore(CheckpointStore):
 
     @contextmanager
     def _locked(self, name: str, exclusive: bool = True) -> Iterator[None]:
-        fd = os.open(self._path("locks", name), os.O_CREAT | os.O_RDWR, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        with locked(self._path("locks", name), exclusive):
             yield
-        finally:
-            os.close(fd)
 
-    # -- files ------------------------------------------------------------
     def _replace(self, path: Path, data: Any) -> None:
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-        try:
-            with open(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600), "w", encoding="utf-8") as f:
-                f.write(data if isinstance(data, str) else json.dumps(data, separators=(",", ":")))
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
-        _fsync_dir(path.parent)
+        replace_file(path, data)
 
     def _append_lines(self, path: Path, lines: list[str]) -> None:
-        fd = os.open(path, os.O_CREAT | os.O_RDWR | os.O_APPEND, 0o600)
-        try:
-            size = os.fstat(fd).st_size
-            torn = size > 0 and os.pread(fd, 1, size - 1) != b"\n"  # end a line torn by a crash
-            data = (("\n" if torn else "") + "".join(line + "\n" for line in lines)).encode()
-            while data:
-                data = data[os.write(fd, data) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        if size == 0:
-            _fsync_dir(path.parent)
+        append_lines(path, lines)
 
     def _read_session(self, name: str) -> Session | None:
         path = self._path("sessions", name)
@@ -263,7 +216,7 @@ class FileStore(CheckpointStore):
     ) -> list[SessionSummary]:
         found = []
         for path in (self.directory / "sessions").glob("*.json"):
-            h = (self._read_session(path.name[: -len(".json")]) or (None,))[0]
+            h = (self._session_or_warn(path.name[: -len(".json")]) or (None,))[0]
             if h and (status is None or h.status == CheckpointStatus(status)) and (agent is None or h.agent == agent):
                 found.append(
                     SessionSummary(
@@ -277,6 +230,15 @@ class FileStore(CheckpointStore):
                     )
                 )
         return sorted(found, key=lambda s: s.updated_at, reverse=True)  # type: ignore[arg-type,return-value]
+
+    def _session_or_warn(self, name: str) -> Session | None:
+        """The session, or None with a ``StoreDamageWarning`` naming its file when
+        that cannot be read: one damaged file must not hide the other sessions."""
+        try:
+            return self._read_session(name)
+        except StoreCorruptError as e:
+            warnings.warn(f"{e} (skipped; the other sessions are listed)", StoreDamageWarning, stacklevel=3)
+            return None
 
     def tool_result(self, session_id: str, position: int) -> Message | None:
         for event in self._read_tools(safe_name(session_id)):
@@ -413,7 +375,11 @@ class FileStore(CheckpointStore):
         }
         for name in sorted(names):
             with self._locked(name):
-                current = self._read_session(name)
+                try:
+                    current = self._read_session(name)
+                except StoreCorruptError as e:  # kept as it is, for its owner to repair
+                    warnings.warn(f"{e} (not pruned)", StoreDamageWarning, stacklevel=2)
+                    continue
                 if current is not None and (current[0].updated_at or cutoff) < cutoff:
                     self._path("sessions", name).unlink()
                     self._path("tools", name).unlink(missing_ok=True)

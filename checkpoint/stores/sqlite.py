@@ -6,10 +6,16 @@ keep opening and gain what was added since). Times are stored as UTC epoch
 seconds. A write holds SQLite's write lock from its start (``BEGIN
 IMMEDIATE``), which serializes writers across threads and processes; readers
 are not blocked (WAL journal).
+
+SQLite's errors become typed ones naming the file: a read-only file or
+directory is a ``ConfigurationError`` (what is there still reads), a full disk
+a retryable ``StoreUnavailableError`` (the write is rolled back, nothing saved
+before it is lost), a damaged page a ``StoreCorruptError``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 from collections.abc import Iterator
@@ -17,7 +23,12 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
-from durable_agents.checkpoint.errors import StoreCorruptError
+from durable_agents.checkpoint.errors import (
+    ConfigurationError,
+    DurableAgentsError,
+    StoreCorruptError,
+    StoreUnavailableError,
+)
 from durable_agents.checkpoint.stores._sql import Dialect, SqlStore
 from durable_agents.checkpoint.stores.base import DEFAULT_HISTORY_LIMIT
 from durable_agents.checkpoint.stores.sqlite_schema import MIGRATIONS
@@ -38,19 +49,22 @@ class SqliteStore(SqlStore):
     def __init__(self, path: str | Path, *, history_limit: int = DEFAULT_HISTORY_LIMIT) -> None:
         super().__init__(history_limit=history_limit)
         self.path = str(path)
-        if self.path != ":memory:":
-            _create_private_file(Path(self.path))
         try:
+            if self.path != ":memory:":
+                _create_private_file(Path(self.path))
             self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
             self._db.execute("PRAGMA journal_mode=WAL" if self.path != ":memory:" else "PRAGMA journal_mode=MEMORY")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA busy_timeout=10000")
             self._migrate()
-        except sqlite3.DatabaseError as e:
-            raise StoreCorruptError(
-                f"SQLite store {self.path} cannot be opened ({e}); it is not a durable-agents "
-                "store or it is damaged: move it aside and start with a fresh file, or restore a backup"
-            ) from e
+        except (sqlite3.Error, OSError) as e:
+            typed = sqlite_error(e, self.path)
+            if typed is None or isinstance(typed, StoreCorruptError):
+                raise StoreCorruptError(
+                    f"SQLite store {self.path} cannot be opened ({e}); it is not a durable-agents "
+                    "store or it is damaged: move it aside and start with a fresh file, or restore a backup"
+                ) from e
+            raise typed from e
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.path!r}, history_limit={self.history_limit})"
@@ -63,17 +77,80 @@ class SqliteStore(SqlStore):
     def _transaction(self, *, write: bool) -> Iterator[sqlite3.Connection]:
         # A read sees one snapshot (WAL); a write takes the write lock up front,
         # so it never fails to upgrade a read lock half-way.
-        self._db.execute("BEGIN IMMEDIATE" if write else "BEGIN")
         try:
-            yield self._db
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
+            self._db.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            try:
+                yield self._db
+                self._db.execute("COMMIT")
+            except BaseException:
+                # SQLite already rolled back after some errors (a full disk): a
+                # ROLLBACK then would only hide the error that caused it.
+                if self._db.in_transaction:
+                    with contextlib.suppress(sqlite3.Error):
+                        self._db.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as e:
+            typed = sqlite_error(e, self.path)
+            if typed is None:
+                raise
+            raise typed from e
 
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+
+_READONLY, _CORRUPT, _FULL, _CANTOPEN, _NOTADB = 8, 11, 13, 14, 26
+_READONLY_DIRECTORY = 1544
+
+
+def sqlite_error(error: sqlite3.Error | OSError, path: str) -> DurableAgentsError | None:
+    """The typed error for what SQLite (or creating its file) reported, naming ``path``; None if none fits."""
+    if isinstance(error, OSError):
+        if isinstance(error, PermissionError) or error.errno == 30:  # EROFS
+            return ConfigurationError(_read_only(path, f"cannot create it: {error.strerror}"))
+        return None
+    code = getattr(error, "sqlite_errorcode", None)
+    if code is None:
+        return None
+    if code & 0xFF == _READONLY:
+        return ConfigurationError(_read_only(path, str(error), directory=code == _READONLY_DIRECTORY))
+    if code & 0xFF == _FULL:
+        return StoreUnavailableError(
+            f"SQLite store {path}: disk full ({error}); this write was rolled back and everything "
+            "saved before it is kept: free space on that disk and the write can be retried"
+        )
+    if code & 0xFF in (_CORRUPT, _NOTADB):
+        return StoreCorruptError(
+            f"SQLite store {path} is damaged ({error}): restore a backup, or move the file aside "
+            "and start with a fresh one (sqlite3's .recover may save what is readable)"
+        )
+    if code & 0xFF == _CANTOPEN and path != ":memory:":
+        return ConfigurationError(
+            f"SQLite store {path} cannot be opened ({error}): check that the file and its "
+            "directory exist and this process may read and write them"
+        )
+    return None
+
+
+def _read_only(path: str, reason: str, *, directory: bool = False) -> str:
+    """Why the store at ``path`` cannot be written, and what to do."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if not directory and os.path.exists(path) and not _writable(path):
+        what = f"the file {path} is not writable by this process"
+    elif directory or not _writable(folder):
+        what = (
+            f"its directory {folder} is not writable by this process (SQLite creates the "
+            f"{os.path.basename(path)}-wal and -shm files next to it)"
+        )
+    else:
+        what = "its file system is mounted read-only or the file cannot be written"
+    return f"SQLite store {path} is read-only ({reason}): {what}; make it writable or point the store at another path"
+
+
+def _writable(path: str) -> bool:
+    """Whether this process (its effective user) may write ``path``."""
+    return os.access(path, os.W_OK, effective_ids=os.access in os.supports_effective_ids)
 
 
 def _create_private_file(path: Path) -> None:
