@@ -5,9 +5,11 @@ Commands live in one module per concept: processes (``server``), runs
 (``fork``) and store maintenance (``store``).
 
 Exit codes: 0 done; 1 the operation failed (a run failed, a session is busy,
-nothing to approve, Temporal refused); 2 wrong usage (bad flags or values,
-malformed JSON, unknown session or step, configuration); 130 interrupted;
-141 its output was closed early.
+nothing to approve, no worker polls the queue for ``run --no-wait``, Temporal
+refused); 2 wrong usage (bad flags or values, malformed JSON, unknown session or
+step, configuration); 130 interrupted (Ctrl-C while waiting for a run only stops
+the waiting: the run goes on in Temporal and ``watch SESSION`` follows it
+again, as the one line printed says); 141 its output was closed early.
 Errors are one line on stderr (``DURABLE_AGENTS_DEBUG=1`` shows tracebacks).
 
 A closed output (``durable-agents sessions | head -1``) ends the command
