@@ -19,6 +19,7 @@ from durable_agents.activities.contracts import (
 )
 from durable_agents.activities.definitions import ToolContext
 from durable_agents.activities.deps import ActivityDeps
+from durable_agents.activities.tools import idempotency_key
 from durable_agents.checkpoint.format import CheckpointStatus, Message
 
 
@@ -34,14 +35,18 @@ class ApprovalActivities:
     async def check_approvals(self, inp: CheckApprovalsInput) -> CheckApprovalsOutput:
         """Evaluate ``needs_approval`` functions on the calls' arguments (code runs here, not in the workflow)."""
         agent = self.deps.agent(inp.agent)
+        header = await self.deps.in_store(self.deps.live_header, inp.session_id) if inp.batch_start else None
         needs = []
-        for call in inp.calls:
+        for index, call in enumerate(inp.calls):
             tool = agent.tool_named(call.name)
             try:
                 args = tool.input_model.model_validate(call.arguments) if tool else None
             except ValidationError:
                 args = None  # the tool activity will return the validation error
-            ctx = ToolContext(tool_call_id=call.id, session_id=inp.session_id, step=inp.step, agent=inp.agent)
+            key = idempotency_key(header, inp.batch_start + index) if header and inp.batch_start else ""
+            ctx = ToolContext(
+                tool_call_id=call.id, session_id=inp.session_id, step=inp.step, agent=inp.agent, idempotency_key=key
+            )
             needs.append(bool(tool and args is not None and tool.requires_approval(args, ctx)))
         return CheckApprovalsOutput(needs_approval=needs)
 
@@ -87,6 +92,6 @@ class ApprovalActivities:
             if inp.decision.approved:
                 return header.message_count
             rejected = Message.tool_result(inp.call, rejection_content(inp.decision.note), is_error=True)
-            return store.record_tool_result(inp.session_id, rejected, inp.batch_start, inp.batch)
+            return store.record_tool_result(inp.session_id, inp.position, rejected, inp.batch_start, len(inp.batch))
 
         return RecordDecisionOutput(recorded_through=await self.deps.in_store(write))

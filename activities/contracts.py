@@ -86,6 +86,13 @@ class ExecuteToolInput(BaseModel):
     batch: list[str]
     """The turn's call ids in call order; results are recorded as their in-order prefix."""
     safe_to_retry: bool = False
+    index: int | None = None
+    """The call's place in ``batch``: its result goes at ``batch_start + index``. Results are
+    keyed by that position, never by the model's id (ids repeat). None in older histories."""
+
+    @property
+    def position(self) -> int:
+        return self.batch_start + (self.index if self.index is not None else self.batch.index(self.call.id))
 
 
 class ExecuteToolOutput(BaseModel):
@@ -151,6 +158,8 @@ class CheckApprovalsInput(BaseModel):
     agent: str
     step: int
     calls: list[ToolCall]
+    batch_start: int | None = None
+    """Where the calls' results go (for their idempotency keys); None in older histories."""
 
 
 class CheckApprovalsOutput(BaseModel):
@@ -169,6 +178,12 @@ class RecordDecisionInput(BaseModel):
     call: ToolCall
     batch_start: int
     batch: list[str]
+    index: int | None = None
+    """The paused call's place in ``batch`` (see ``ExecuteToolInput.index``)."""
+
+    @property
+    def position(self) -> int:
+        return self.batch_start + (self.index if self.index is not None else self.batch.index(self.call.id))
 
 
 class RecordDecisionOutput(BaseModel):

@@ -29,8 +29,11 @@ _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 class ToolContext:
     """What a tool knows about the call it serves.
 
-    ``tool_call_id`` is the model's id for the call: the same on every retry
-    and resume, so it is the idempotency key for side effects.
+    ``tool_call_id`` is the model's id for the call, as the model gave it (the
+    same on every retry and resume, but models and compatible servers reuse
+    ids: ``call_0`` in every turn). ``idempotency_key`` is what side effects
+    should be keyed by: stable across retries and resumes of this call, unique
+    across sessions, turns and forks.
     """
 
     tool_call_id: str
@@ -38,6 +41,7 @@ class ToolContext:
     step: int
     attempt: int = 1
     agent: str = ""
+    idempotency_key: str = ""
 
     def heartbeat(self, *details: Any) -> None:
         """Tell Temporal a long tool is alive (no-op outside a regular activity)."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
@@ -78,6 +80,7 @@ class SessionActivities:
         messages += strip_system(inp.input)
         header = CheckpointHeader(
             session_id=inp.session_id,
+            session_uid=uuid.uuid4().hex,
             agent=config.agent,
             message_count=len(messages),
             run_config=config,
@@ -138,7 +141,11 @@ class SessionActivities:
         pending, _ = pending_tool_calls(messages)
         drift = self._check_resumable(inp.session_id, header, pending, agent, fp)
         run_start = header.run_start_index or 0
-        queued = list(header.pending_input or []) + self._new_resume_input(messages, run_start, inp)
+        stored = list(header.pending_input or [])
+        new = self._new_resume_input(messages, run_start, inp)
+        if new and [(m.role, m.content) for m in stored[-len(new) :]] == [(m.role, m.content) for m in new]:
+            new = []  # already queued by this begin_run before a crash (a retried activity)
+        queued = stored + new
         state = RunState(
             message_count=header.message_count,
             step_index=header.step_index,
@@ -154,7 +161,9 @@ class SessionActivities:
                 "message_count": header.message_count + len(appended),
                 "run_config": config,
                 "fingerprint": fp,
-                "pending_input": None,
+                # input behind pending calls stays in the checkpoint until append_input writes it,
+                # so a run that closes meanwhile (a pause, then a terminate) loses none of it
+                "pending_input": queued or None if pending else None,
                 "finish_reason": None,
                 "updated_at": None,
                 "status": CheckpointStatus.IN_PROGRESS,
@@ -205,7 +214,9 @@ class SessionActivities:
             header = self.deps.live_header(inp.session_id)
             if header.message_count >= inp.position + len(inp.messages):
                 return inp.position + len(inp.messages)  # written before a crash (a re-run)
-            updated = header.model_copy(update={"message_count": inp.position + len(inp.messages), "updated_at": None})
+            updated = header.model_copy(
+                update={"message_count": inp.position + len(inp.messages), "pending_input": None, "updated_at": None}
+            )
             self.deps.store.append(updated, inp.position, inp.messages)
             return updated.message_count
 
@@ -225,10 +236,10 @@ class SessionActivities:
 
         def write() -> int:
             store = self.deps.store
-            ids = [c.id for c in inp.batch]
-            for call in inp.batch:
+            for index, call in enumerate(inp.batch):  # a call that has its result keeps it (first wins)
+                cancelled = Message.tool_result(call, CANCELLED, is_error=True)
                 store.record_tool_result(
-                    inp.session_id, Message.tool_result(call, CANCELLED, is_error=True), inp.batch_start, ids
+                    inp.session_id, inp.batch_start + index, cancelled, inp.batch_start, len(inp.batch)
                 )
             header = self.deps.live_header(inp.session_id)
             store.append(

@@ -8,6 +8,7 @@ so concurrent tools still leave results in call order.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 from typing import Any
 
@@ -19,7 +20,7 @@ from durable_agents.activities.definitions import Tool, ToolContext
 from durable_agents.activities.deps import ActivityDeps, heartbeating
 from durable_agents.activities.providers.base import INVALID_JSON_KEY
 from durable_agents.activities.transcript import repair_text, repaired_value
-from durable_agents.checkpoint.format import Message, ToolCall
+from durable_agents.checkpoint.format import CheckpointHeader, Message, ToolCall
 from durable_agents.checkpoint.transcript import result_content
 
 CANCELLED = '{"error": "cancelled"}'
@@ -41,6 +42,14 @@ def durability_error(call: ToolCall) -> dict[str, Any]:
 _dump = result_content
 
 
+def idempotency_key(header: CheckpointHeader, position: int) -> str:
+    """Stable for one call across retries and resumes (its session and result position
+    do not change); unique across sessions, turns and forks (each session has its own
+    ``sessionUid``, and every call of a session its own position)."""
+    uid = header.session_uid or f"session:{header.session_id}"
+    return "da_" + hashlib.sha256(f"{uid}/{position}".encode()).hexdigest()[:40]
+
+
 def timeout_result(tool: Tool) -> dict[str, Any]:
     return {
         "error": f"tool {tool.name!r} did not finish within {tool.timeout_seconds:g} s; it was stopped "
@@ -60,8 +69,8 @@ class ToolActivities:
 
     @activity.defn(name=EXECUTE_TOOL)
     async def execute_tool(self, inp: ExecuteToolInput) -> ExecuteToolOutput:
-        store = self.deps.store
-        recorded = await self.deps.in_store(store.tool_result, inp.session_id, inp.call.id)
+        store, position, size = self.deps.store, inp.position, len(inp.batch)
+        recorded = await self.deps.in_store(store.tool_result, inp.session_id, position)
         if recorded is None:
             try:
                 content, kind = await self._run(inp)
@@ -71,14 +80,16 @@ class ToolActivities:
                 # The run was aborted: this call's result is "cancelled" (unless it has one).
                 cancelled = Message.tool_result(inp.call, CANCELLED, is_error=True)
                 await asyncio.shield(
-                    self.deps.in_store(store.record_tool_result, inp.session_id, cancelled, inp.batch_start, inp.batch)
+                    self.deps.in_store(
+                        store.record_tool_result, inp.session_id, position, cancelled, inp.batch_start, size
+                    )
                 )
                 raise
             recorded = Message.tool_result(inp.call, content, is_error=kind != "result")
         else:
             kind = "recorded"  # never re-executed
         count = await self.deps.record_until_stored(
-            store.record_tool_result, inp.session_id, recorded, inp.batch_start, inp.batch
+            store.record_tool_result, inp.session_id, position, recorded, inp.batch_start, size
         )
         return ExecuteToolOutput(
             tool_call_id=inp.call.id, is_error=bool(recorded.is_error), kind=kind, recorded_through=count
@@ -103,11 +114,17 @@ class ToolActivities:
                     "details": json.loads(e.json(include_url=False, include_input=False)),
                 }
             ), "validation-error"
-        starts = await self.deps.in_store(self.deps.store.tool_started, inp.session_id, call.id)
+        header = await self.deps.in_store(self.deps.live_header, inp.session_id)
+        starts = await self.deps.in_store(self.deps.store.tool_started, inp.session_id, inp.position)
         if starts and not tool.safe_to_retry:
             return _dump(durability_error(call)), "tool-durability-error"
         ctx = ToolContext(
-            tool_call_id=call.id, session_id=inp.session_id, step=inp.step, attempt=starts + 1, agent=inp.agent
+            tool_call_id=call.id,
+            session_id=inp.session_id,
+            step=inp.step,
+            attempt=starts + 1,
+            agent=inp.agent,
+            idempotency_key=idempotency_key(header, inp.position),
         )
         return await self._invoke(tool, args, ctx)
 

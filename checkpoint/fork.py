@@ -9,6 +9,7 @@ history are never written. Engine-independent: no Temporal, no LLM SDK.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -145,6 +146,7 @@ def _patched(source: Checkpoint, target: str, patch: Patch, messages_fn: Message
     return source.model_copy(
         update={
             "session_id": target,
+            "session_uid": uuid.uuid4().hex,  # its calls get keys of their own
             "messages": messages,
             "business_state": state,
             "pending_input": pending_input,

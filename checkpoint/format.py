@@ -158,6 +158,10 @@ class CheckpointFields(FormatModel):
 
     format_version: int = FORMAT_VERSION
     session_id: str
+    session_uid: str | None = None
+    """Random, given when the session is created (a fork gets its own): part of every
+    tool call's idempotency key, so keys never repeat across sessions, even a deleted
+    and re-created id. Older records have none (their keys derive from the id)."""
     agent: str | None = None
     step_index: int = 0
     usage: Usage = Field(default_factory=Usage)

@@ -194,16 +194,16 @@ class AgentRunWorkflow:
         batch = Batch(start=self.state.message_count, calls=calls)
         limit = asyncio.Semaphore(self.config.tool_concurrency)
 
-        async def run_one(call: ToolCall) -> int:
+        async def run_one(index: int) -> int:
             async with limit:
-                return await self._execute_tool(call, batch)
+                return await self._execute_tool(calls[index], batch, index)
 
         needs = await self._needs_approval(calls)
         recorded = batch.start
         start = 0
         while start < len(calls):
             gated = next((i for i in range(start, len(calls)) if needs[i]), len(calls))
-            done = await asyncio.gather(*(run_one(call) for call in calls[start:gated]))
+            done = await asyncio.gather(*(run_one(i) for i in range(start, gated)))
             recorded = max([recorded, *done])
             if gated == len(calls):
                 break
@@ -224,7 +224,11 @@ class AgentRunWorkflow:
         checked = await self._store(
             ApprovalActivities.check_approvals,
             c.CheckApprovalsInput(
-                session_id=self.session_id, agent=self.config.agent, step=self.state.step_index, calls=calls
+                session_id=self.session_id,
+                agent=self.config.agent,
+                step=self.state.step_index,
+                calls=calls,
+                batch_start=self.state.message_count,
             ),
         )
         return checked.needs_approval
@@ -237,13 +241,18 @@ class AgentRunWorkflow:
         done = await self._store(
             ApprovalActivities.record_decision,
             c.RecordDecisionInput(
-                session_id=self.session_id, decision=decision, call=call, batch_start=batch.start, batch=batch.ids
+                session_id=self.session_id,
+                decision=decision,
+                call=call,
+                batch_start=batch.start,
+                batch=batch.ids,
+                index=index,
             ),
         )
         if not decision.approved:
             return done.recorded_through
         approved = call.model_copy(update={"arguments": decision.arguments}) if decision.arguments else call
-        return await self._execute_tool(approved, batch)
+        return await self._execute_tool(approved, batch, index)
 
     async def _wait_for_decision(self, call: ToolCall, remaining: list[ToolCall], recorded: int) -> c.ApprovalDecision:
         approval_id = str(workflow.uuid4())
@@ -266,7 +275,7 @@ class AgentRunWorkflow:
         self._publish(CheckpointStatus.IN_PROGRESS, None)
         return decision
 
-    async def _execute_tool(self, call: ToolCall, batch: Batch) -> int:
+    async def _execute_tool(self, call: ToolCall, batch: Batch, index: int) -> int:
         spec = self._spec(call)
         self._set_details(f"tool {call.name}")
         out = await self._call(
@@ -279,6 +288,7 @@ class AgentRunWorkflow:
                 batch_start=batch.start,
                 batch=batch.ids,
                 safe_to_retry=bool(spec and spec.safe_to_retry),
+                index=index,
             ),
             timeout=(spec.timeout_seconds if spec else options.TOOL_TIMEOUT_SECONDS)
             + options.TOOL_TIMEOUT_MARGIN_SECONDS,
