@@ -20,6 +20,14 @@ without changing the store. Override ``storage_bytes(store)`` to return the
 bytes the store keeps, and the suite also checks that history storage grows
 linearly with a session (it is skipped otherwise).
 
+Every store has an identity: ``store_id`` (made with the store, the same for
+every handle and after a reopen) and ``location``. Override the
+``make_other_store`` fixture (like ``make_store``, its handles reaching a
+second store) and the suite checks that two stores' ids differ. When
+``location`` is a local file or directory, the suite deletes it, or puts the
+other store in its place, under a live handle: every write must then raise
+``StoreCorruptError`` naming the location, and none may land.
+
 Example, a runnable test module (``pytest -rs test_my_store.py``)::
 
     import pytest
@@ -54,19 +62,22 @@ from __future__ import annotations
 
 from durable_agents.checkpoint.conformance._base import StoreFactory, StoreHandles, requires
 from durable_agents.checkpoint.conformance._history import HistoryChecks
+from durable_agents.checkpoint.conformance._identity import IdentityChecks
 from durable_agents.checkpoint.conformance._records import RecordChecks
 from durable_agents.checkpoint.conformance._sessions import SessionChecks
 from durable_agents.checkpoint.conformance._tools import ToolChecks
 from durable_agents.checkpoint.stores.base import StoreCapabilities
 
 
-class StoreConformance(RecordChecks, HistoryChecks, SessionChecks, ToolChecks):
+class StoreConformance(RecordChecks, HistoryChecks, SessionChecks, ToolChecks, IdentityChecks):
     """Subclass with a ``make_store`` fixture to run every check on a store.
 
     Class attributes and hooks: ``capabilities`` (``None``: the store's own),
     ``storage_bytes(store)`` (``None``: storage growth is not checked).
     Fixtures the checks use: ``stores`` (``stores(history_limit=5)`` opens a
-    handle) and ``store_capabilities``.
+    handle), ``store_capabilities``, and ``make_other_store`` (override it
+    like ``make_store``, its handles reaching a second store, for the checks
+    that two stores differ; they skip otherwise).
     """
 
 

@@ -1,4 +1,4 @@
-"""File primitives of ``FileStore``: safe names, atomic replace, append-only logs, locks."""
+"""File primitives of ``FileStore``: safe names, atomic replace, append-only logs, locks, identity."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from durable_agents.checkpoint.errors import StoreCorruptError
 
 _SAFE = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_-")
 
@@ -75,3 +77,62 @@ def append_lines(path: Path, lines: list[str]) -> None:
         os.close(fd)
     if size == 0:
         fsync_dir(path.parent)
+
+
+# -- the store's identity: <directory>/store.json, made once ------------------------
+META = "store.json"
+Identity = tuple[tuple[int, int], tuple[int, int, int, int]]
+"""(device, inode) of the directory; (device, inode, size, mtime) of its identity file."""
+
+
+def open_identity(directory: Path) -> tuple[str, Identity]:
+    """The store id in ``directory`` (made the first time, atomically, by one
+    opener only) and what identifies the files it was read from."""
+    meta = directory / META
+    if not meta.exists():
+        data = json.dumps({"storeId": secrets.token_hex(16), "formatVersion": 1})
+        tmp = meta.with_name(f"{META}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+        try:
+            with open(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600), "w", encoding="utf-8") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            try:
+                os.link(tmp, meta)  # never replaces one another opener made first
+            except FileExistsError:
+                pass
+        finally:
+            tmp.unlink(missing_ok=True)
+        fsync_dir(directory)
+    try:
+        store_id = json.loads(meta.read_bytes())["storeId"]
+        if not isinstance(store_id, str) or not store_id:
+            raise ValueError("storeId is not a string")
+    except (ValueError, KeyError, TypeError) as e:
+        raise StoreCorruptError(
+            f"the identity file {meta} of FileStore {directory} cannot be read ({e}); restore it from a backup"
+        ) from e
+    return store_id, identity_of(directory)
+
+
+def identity_of(directory: Path) -> Identity:
+    """Two stats: the directory and its identity file (``FileNotFoundError`` if either is gone)."""
+    d, m = os.stat(directory), os.stat(directory / META)
+    return (d.st_dev, d.st_ino), (m.st_dev, m.st_ino, m.st_size, m.st_mtime_ns)
+
+
+def check_identity(directory: Path, opened: Identity) -> None:
+    """Raise unless ``directory`` is still the store directory that was opened."""
+    try:
+        found = identity_of(directory)
+    except FileNotFoundError as e:
+        gone = "was deleted" if e.filename == str(directory) else f"lost its identity file {META}"
+        raise StoreCorruptError(
+            f"FileStore {directory} {gone} while this store had it open: this write was not saved; open the store again"
+        ) from None
+    if found != opened:
+        what = "is another directory" if found[0] != opened[0] else f"holds another {META}"
+        raise StoreCorruptError(
+            f"FileStore {directory} was replaced while this store had it open (it {what} now, "
+            "another store): this write was not saved there; open the store again"
+        )

@@ -10,6 +10,7 @@ Tables (each backend's schema module creates them, append-only migrations):
   A save that changes an earlier message starts a new transcript id, the
   unchanged prefix copied.
 - ``checkpoint_history``: the ring of the newest ``history_limit`` saves.
+- ``store_meta``: the store's identity (``store_id``, made with the store).
 - ``tool_markers``: per (session, transcript position of the result): start
   counts that make at-most-once tools detectable, and recorded results (the
   first one for a position wins). Keyed by position, never by the model's call
@@ -17,14 +18,16 @@ Tables (each backend's schema module creates them, append-only migrations):
 
 The SQL is written once with ``?`` placeholders. A backend supplies a
 :class:`Dialect` (placeholder, time column type, row locks, "no limit") and
-three hooks: a transaction (connection handling, error mapping), a lock that
-serializes one session's writers, and a lock for migrations. Calls on one
+three hooks: a transaction (connection handling, error mapping, and for a
+file the check that it is still the one opened), a lock that serializes one
+session's writers, and a lock for migrations. Calls on one
 store object are serialized by its lock; the open transaction's cursor is kept
 on the store while it runs, so helper methods need no cursor argument.
 """
 
 from __future__ import annotations
 
+import secrets
 import threading
 from abc import abstractmethod
 from collections.abc import Callable, Iterator
@@ -68,12 +71,23 @@ class SqlStore(SqlWrites, CheckpointStore):
         self.history_limit = history_limit
         self._lock = threading.RLock()
         self._cur: Any = None
+        self._store_id: str | None = None
+
+    @property
+    def store_id(self) -> str:
+        assert self._store_id is not None, "read by _migrate when the store opens"
+        return self._store_id
+
+    @property
+    def where(self) -> str:
+        """The store as named in errors: its ``location``."""
+        return self.location
 
     # -- backend hooks --------------------------------------------------------
     @property
     @abstractmethod
-    def where(self) -> str:
-        """The store as named in errors (a path, a URL without its password)."""
+    def location(self) -> str:
+        """An absolute path, or a URL without its password."""
 
     @abstractmethod
     def _transaction(self, *, write: bool) -> AbstractContextManager[Any]:
@@ -118,6 +132,16 @@ class SqlStore(SqlWrites, CheckpointStore):
             if current < len(self.migrations):
                 self._run("DELETE FROM schema_version")
                 self._run("INSERT INTO schema_version VALUES (?)", (len(self.migrations),))
+            self._store_id = self._read_store_id()
+
+    def _read_store_id(self) -> str:
+        """The store's id, made the first time (under the migration lock, so once)."""
+        row = self._run("SELECT value FROM store_meta WHERE key = 'store_id'").fetchone()
+        if row is not None:
+            return str(row[0])
+        store_id = secrets.token_hex(16)
+        self._run("INSERT INTO store_meta VALUES ('store_id', ?)", (store_id,))
+        return store_id
 
     # -- reads ------------------------------------------------------------
     def load_header(self, session_id: str) -> CheckpointHeader | None:

@@ -64,6 +64,18 @@ class CheckpointStore(ABC):
     capabilities: ClassVar[StoreCapabilities] = StoreCapabilities()
     """What the store claims; ``capabilities.durable`` must equal ``durable``."""
 
+    # -- identity -------------------------------------------------------
+    @property
+    @abstractmethod
+    def store_id(self) -> str:
+        """A random id made once, with the store, and read on open: the same for
+        every handle on one store and after a reopen, different for another store."""
+
+    @property
+    @abstractmethod
+    def location(self) -> str:
+        """Where the store lives, for people: an absolute path, or a URL without its password."""
+
     # -- public API ------------------------------------------------------
     def load(self, session_id: str) -> Checkpoint | None:
         header = self.load_header(session_id)

@@ -69,7 +69,7 @@ class PostgresStore(SqlStore):
         return f"PostgresStore({self.safe_url!r}, history_limit={self.history_limit})"
 
     @property
-    def where(self) -> str:
+    def location(self) -> str:
         return self.safe_url
 
     def _scrub(self, text: str) -> str:

@@ -53,4 +53,11 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (session_id, position)
     );
     """,
+    # The store's identity: a random store_id made with the store (SqlStore._migrate).
+    """
+    CREATE TABLE store_meta (
+        key TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+    );
+    """,
 ]

@@ -11,6 +11,13 @@ SQLite's errors become typed ones naming the file: a read-only file or
 directory is a ``ConfigurationError`` (what is there still reads), a full disk
 a retryable ``StoreUnavailableError`` (the write is rolled back, nothing saved
 before it is lost), a damaged page a ``StoreCorruptError``.
+
+Every write transaction checks, before it commits, that the file at the path
+is still the one opened (device and inode, one ``stat``): a file deleted or
+replaced under a live store raises ``StoreCorruptError`` naming the path
+instead of reporting success for data written to a file nobody will read. (A
+file overwritten in place, same inode, is not detected: SQLite trusts its
+cache while the WAL index is unchanged; that is corruption SQLite documents.)
 """
 
 from __future__ import annotations
@@ -49,19 +56,24 @@ class SqliteStore(SqlStore):
     def __init__(self, path: str | Path, *, history_limit: int = DEFAULT_HISTORY_LIMIT) -> None:
         super().__init__(history_limit=history_limit)
         self.path = str(path)
+        self._location = "memory:" if self.path == ":memory:" else os.path.abspath(self.path)
+        self._file: tuple[int, int] | None = None  # (device, inode) of the file opened
         try:
             if self.path != ":memory:":
                 _create_private_file(Path(self.path))
             self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            if self.path != ":memory:":
+                opened = os.stat(self._location)
+                self._file = (opened.st_dev, opened.st_ino)
             self._db.execute("PRAGMA journal_mode=WAL" if self.path != ":memory:" else "PRAGMA journal_mode=MEMORY")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA busy_timeout=10000")
             self._migrate()
         except (sqlite3.Error, OSError) as e:
-            typed = sqlite_error(e, self.path)
+            typed = sqlite_error(e, self._location)
             if typed is None or isinstance(typed, StoreCorruptError):
                 raise StoreCorruptError(
-                    f"SQLite store {self.path} cannot be opened ({e}); it is not a durable-agents "
+                    f"SQLite store {self._location} cannot be opened ({e}); it is not a durable-agents "
                     "store or it is damaged: move it aside and start with a fresh file, or restore a backup"
                 ) from e
             raise typed from e
@@ -70,8 +82,8 @@ class SqliteStore(SqlStore):
         return f"{type(self).__name__}({self.path!r}, history_limit={self.history_limit})"
 
     @property
-    def where(self) -> str:
-        return self.path
+    def location(self) -> str:
+        return self._location
 
     @contextmanager
     def _transaction(self, *, write: bool) -> Iterator[sqlite3.Connection]:
@@ -81,6 +93,8 @@ class SqliteStore(SqlStore):
             self._db.execute("BEGIN IMMEDIATE" if write else "BEGIN")
             try:
                 yield self._db
+                if write:
+                    self._check_same_store()
                 self._db.execute("COMMIT")
             except BaseException:
                 # SQLite already rolled back after some errors (a full disk): a
@@ -90,10 +104,26 @@ class SqliteStore(SqlStore):
                         self._db.execute("ROLLBACK")
                 raise
         except sqlite3.Error as e:
-            typed = sqlite_error(e, self.path)
+            typed = sqlite_error(e, self._location)
             if typed is None:
                 raise
             raise typed from e
+
+    def _check_same_store(self) -> None:
+        """Refuse to commit unless the file at the path is the one opened."""
+        if self._file is None or self._store_id is None:
+            return  # in memory, or still opening
+        try:
+            st = os.stat(self._location)  # absolute: a later chdir changes nothing
+            found: tuple[int, int] | None = (st.st_dev, st.st_ino)
+        except FileNotFoundError:
+            found = None
+        if found != self._file:
+            gone = "was deleted" if found is None else "was replaced by another file"
+            raise StoreCorruptError(
+                f"SQLite store {self._location} {gone} while this store had it open: this write "
+                "was not saved (it would have gone to a file nobody reads); open the store again"
+            )
 
     def close(self) -> None:
         with self._lock:

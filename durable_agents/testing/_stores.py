@@ -121,6 +121,14 @@ class FailingStore(CheckpointStore):
     def __repr__(self) -> str:
         return f"FailingStore({self.inner!r})"
 
+    @property
+    def store_id(self) -> str:
+        return self.inner.store_id
+
+    @property
+    def location(self) -> str:
+        return self.inner.location
+
     def _fails(self, method: str) -> int | None:
         with self._lock:
             if method not in self.methods:

@@ -172,6 +172,7 @@ def backend(kind: str, tmp: Path, pg_url: str | None = None) -> Iterator[StoreFa
             opened.append(store)
             return store
 
+        make.kind = kind  # type: ignore[attr-defined]
         try:
             yield make
         finally:
@@ -183,6 +184,17 @@ def backend(kind: str, tmp: Path, pg_url: str | None = None) -> Iterator[StoreFa
 def store_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreFactory]:
     pg_url = request.getfixturevalue("postgres_url") if request.param == "postgres" else None
     with backend(request.param, tmp_path, pg_url) as make:
+        yield make
+
+
+@pytest.fixture
+def other_store_factory(
+    request: pytest.FixtureRequest, tmp_path: Path, store_factory: StoreFactory
+) -> Iterator[StoreFactory]:
+    """A second store of ``store_factory``'s kind (its own file, directory or schema)."""
+    kind = store_factory.kind  # type: ignore[attr-defined]
+    pg_url = request.getfixturevalue("postgres_url") if kind == "postgres" else None
+    with backend(kind, tmp_path / "other", pg_url) as make:
         yield make
 
 

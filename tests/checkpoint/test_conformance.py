@@ -45,6 +45,10 @@ class TestBuiltinStores(StoreConformance):
     def make_store(self, store_factory):
         return store_factory
 
+    @pytest.fixture
+    def make_other_store(self, other_store_factory):
+        return other_store_factory
+
     def storage_bytes(self, store: CheckpointStore) -> int:
         # Files on disk; for databases the bytes of the stored values (SqliteStore's pages
         # are ~4.5x larger for 1 KB rows: WITHOUT ROWID overflow pages, see bench/history_storage.py).
@@ -67,6 +71,10 @@ class TestAUsersOwnStore(StoreConformance):
     def make_store(self, tmp_path):
         return lambda history_limit: JournalStore(tmp_path / "journal.db", history_limit=history_limit)
 
+    @pytest.fixture
+    def make_other_store(self, tmp_path):
+        return lambda history_limit: JournalStore(tmp_path / "other" / "journal.db", history_limit=history_limit)
+
 
 class TestClaimsGivenByTheTestClass(StoreConformance):
     """``capabilities`` on the test class replaces the store's own (here: claims less)."""
@@ -76,6 +84,8 @@ class TestClaimsGivenByTheTestClass(StoreConformance):
     @pytest.fixture
     def make_store(self):
         return lambda history_limit: MemoryStore(history_limit=history_limit)
+
+    make_other_store = make_store
 
 
 def test_the_docstring_example_runs_and_names_the_skipped_claims(tmp_path):
