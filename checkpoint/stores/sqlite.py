@@ -71,6 +71,8 @@ class SqliteStore(SqlStore):
             self._migrate()
         except (sqlite3.Error, OSError) as e:
             typed = sqlite_error(e, self._location)
+            if typed is None and isinstance(e, OSError):
+                raise  # not SQLite's: its own message names the file
             if typed is None or isinstance(typed, StoreCorruptError):
                 raise StoreCorruptError(
                     f"SQLite store {self._location} cannot be opened ({e}); it is not a durable-agents "
