@@ -1,12 +1,25 @@
-"""Approval activities: decide which calls need a human, pause, record decisions."""
+"""Approval activities: decide which calls need a human, pause, record decisions.
+
+Every decision is recorded in the checkpoint's ``decisions`` (who, when, the
+note, the arguments an approved call runs with), once even when the activity
+is retried. A rejection becomes the call's result, ``{error, note}``. An
+approved call's result is the tool's; :func:`approved_content` is what the
+tool activity records for it when the decision carries a note or edited
+arguments: ``{"result": <the tool's result>, "approvalNote": …,
+"editedArguments": …}``, one JSON text like any tool result, so every
+provider's transcript carries it and the model sees the note.
+"""
 
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
+from typing import Any
 
 from pydantic import ValidationError
 from temporalio import activity
 
+from durable_agents.activities import tools as tool_activities  # a module: tools may import this one
 from durable_agents.activities.contracts import (
     CHECK_APPROVALS,
     PAUSE_FOR_APPROVAL,
@@ -19,12 +32,65 @@ from durable_agents.activities.contracts import (
 )
 from durable_agents.activities.definitions import ToolContext
 from durable_agents.activities.deps import ActivityDeps
-from durable_agents.activities.tools import idempotency_key
-from durable_agents.checkpoint.format import CheckpointStatus, Message
+from durable_agents.checkpoint.format import CheckpointHeader, CheckpointStatus, Decision, Message
 
 
 def rejection_content(note: str | None) -> str:
     return json.dumps({"error": "rejected by a human reviewer", "note": note or "no reason given"})
+
+
+def decision_at(header: CheckpointHeader | None, position: int) -> Decision | None:
+    """The decision recorded for the call whose result goes at ``position`` (the newest, if several)."""
+    for decision in reversed((header.decisions if header else None) or []):
+        if decision.position == position:
+            return decision
+    return None
+
+
+def approved_content(content: str, decision: Decision | None, *, is_error: bool = False) -> str:
+    """An approved call's result as the model should see it.
+
+    Unchanged when the decision has neither a note nor edited arguments (and for
+    no decision); else ``{"result": <the result, parsed when it is JSON>,
+    "approvalNote": <note>, "editedArguments": <arguments>}`` (each key only when
+    set). An error result (``is_error``) that is a JSON object keeps its shape,
+    ``{error, …}``, and gains the two keys.
+    """
+    if decision is None or not decision.approved or (decision.note is None and decision.arguments is None):
+        return content
+    try:
+        result: Any = json.loads(content)
+    except ValueError:
+        result = content
+    wrapped: dict[str, Any] = dict(result) if is_error and isinstance(result, dict) else {"result": result}
+    if decision.note is not None:
+        wrapped["approvalNote"] = decision.note
+    if decision.arguments is not None:
+        wrapped["editedArguments"] = decision.arguments
+    return json.dumps(wrapped, ensure_ascii=False)
+
+
+def _decision_record(inp: RecordDecisionInput) -> Decision:
+    decision = inp.decision
+    return Decision(
+        approval_id=decision.approval_id,
+        tool_call_id=inp.call.id,
+        tool_name=inp.call.name,
+        approved=decision.approved,
+        decided_at=datetime.now(UTC),  # the activity's clock: when the decision was recorded
+        decided_by=decision.decided_by,
+        note=decision.note,
+        arguments=decision.arguments if decision.approved else None,
+        position=inp.position,
+    )
+
+
+def _with_decision(decisions: list[Decision] | None, record: Decision) -> list[Decision]:
+    """``decisions`` plus ``record``, unless a retried activity recorded it already."""
+    kept = list(decisions or [])
+    if any(d.approval_id == record.approval_id for d in kept):
+        return kept
+    return [*kept, record]
 
 
 class ApprovalActivities:
@@ -43,7 +109,7 @@ class ApprovalActivities:
                 args = tool.input_model.model_validate(call.arguments) if tool else None
             except ValidationError:
                 args = None  # the tool activity will return the validation error
-            key = idempotency_key(header, inp.batch_start + index) if header and inp.batch_start else ""
+            key = tool_activities.idempotency_key(header, inp.batch_start + index) if header and inp.batch_start else ""
             ctx = ToolContext(
                 tool_call_id=call.id, session_id=inp.session_id, step=inp.step, agent=inp.agent, idempotency_key=key
             )
@@ -74,6 +140,8 @@ class ApprovalActivities:
     async def record_decision(self, inp: RecordDecisionInput) -> RecordDecisionOutput:
         """The decision is saved before an approved tool runs; a rejection becomes the call's result."""
 
+        record = _decision_record(inp)
+
         def write() -> int:
             store = self.deps.store
             header = self.deps.live_header(inp.session_id)
@@ -83,6 +151,7 @@ class ApprovalActivities:
                         "status": CheckpointStatus.IN_PROGRESS,
                         "approval_id": None,
                         "remaining_tool_calls": None,
+                        "decisions": _with_decision(header.decisions, record),
                         "updated_at": None,
                     }
                 ),

@@ -139,6 +139,8 @@ class ApprovalDecision(BaseModel):
     note: str | None = None
     arguments: dict[str, Any] | None = None
     """Run the approved call with these arguments instead of the model's."""
+    decided_by: str | None = None
+    """Who decided (recorded with the decision); None: not named. Absent in older histories."""
 
 
 class PendingApproval(BaseModel):

@@ -153,6 +153,30 @@ class RunConfig(FormatModel):
     """Run model turns, tools and store writes as local activities (see the README)."""
 
 
+class Decision(FormatModel):
+    """A human's decision on a paused tool call, as recorded when it was applied.
+
+    ``decidedBy`` is who decided, as the caller named them (the CLI's ``--by``,
+    default the OS user; ``AgentClient.approve(decided_by=…)``); absent when
+    nobody was named (the Python API without ``decided_by``, an approval
+    timeout). ``decidedAt`` is the time the decision was recorded (the
+    recording activity's clock). ``arguments`` are the arguments the approved
+    call ran with instead of the model's; absent when it ran with the model's
+    (the assistant turn always keeps the model's). ``position`` is where the
+    call's result is in the transcript (call ids repeat; positions do not).
+    """
+
+    approval_id: str
+    tool_call_id: str
+    tool_name: str
+    approved: bool
+    decided_at: datetime
+    decided_by: str | None = None
+    note: str | None = None
+    arguments: dict[str, Any] | None = None
+    position: int | None = None
+
+
 class CheckpointFields(FormatModel):
     """What a checkpoint records besides its messages."""
 
@@ -181,6 +205,9 @@ class CheckpointFields(FormatModel):
     """``stepIndex`` when the current run started (its ``max_steps`` budget counts from here)."""
     run_start_usage: Usage | None = None
     """``usage`` when the current run started: a resumed run's usage counts from here."""
+    decisions: list[Decision] | None = None
+    """Every approval decision of the session, in the order they were recorded (absent
+    in records written before decisions were recorded, and in sessions without any)."""
     updated_at: datetime | None = None
 
 

@@ -240,26 +240,45 @@ class AgentClient:
         approved: bool = True,
         note: str | None = None,
         arguments: dict | None = None,
+        decided_by: str | None = None,
     ) -> RunResult:
         """Decide the session's pending approval; return the run's next pause or its end.
 
         The decision goes to the live run as a validated update; if the run's
         workflow is no longer open (it was terminated, say), a new run resumes
         the session from its checkpoint with this decision.
+
+        It is recorded in the checkpoint's ``decisions`` (``checkpoint.format.Decision``):
+        ``decided_by`` (who decided; None records no decider, as ``decidedBy``
+        absent), the time it was recorded, ``note`` and ``arguments`` (the
+        arguments the approved call runs with instead of the model's, which
+        its assistant turn keeps). The model sees the note: a rejection's
+        result is ``{error, note}``; an approved call's result carries it as
+        ``approvalNote`` (see ``activities.approvals.approved_content``).
         """
         handle = self.temporal.get_workflow_handle(session_id, result_type=RunSummary)
         live = await self._is_running(handle)
         pending = await self._pending(session_id, handle, live)
         if pending is None or (approval_id and approval_id != pending.approval_id):
             raise ApprovalNotPendingError(session_id, approval_id, pending.approval_id if pending else None)
-        decision = ApprovalDecision(approval_id=pending.approval_id, approved=approved, note=note, arguments=arguments)
+        decision = ApprovalDecision(
+            approval_id=pending.approval_id, approved=approved, note=note, arguments=arguments, decided_by=decided_by
+        )
         if live:
             return await self._await(session_id, "decide", decision)
         await self.start(pending.agent, [], session_id=session_id, approval=decision)
         return await self.outcome(session_id)
 
-    async def reject(self, session_id: str, approval_id: str | None = None, *, note: str | None = None) -> RunResult:
-        return await self.approve(session_id, approval_id, approved=False, note=note)
+    async def reject(
+        self,
+        session_id: str,
+        approval_id: str | None = None,
+        *,
+        note: str | None = None,
+        decided_by: str | None = None,
+    ) -> RunResult:
+        """``approve(..., approved=False)``: the call's result is ``{error, note}``."""
+        return await self.approve(session_id, approval_id, approved=False, note=note, decided_by=decided_by)
 
     async def pending_approval(self, session_id: str) -> PendingApproval | None:
         handle = self.temporal.get_workflow_handle(session_id)

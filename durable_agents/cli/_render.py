@@ -7,7 +7,15 @@ from collections.abc import Collection, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from durable_agents.checkpoint.format import Checkpoint, HistoryEntry, Message, Role, SessionSummary, ToolCall
+from durable_agents.checkpoint.format import (
+    Checkpoint,
+    Decision,
+    HistoryEntry,
+    Message,
+    Role,
+    SessionSummary,
+    ToolCall,
+)
 from durable_agents.checkpoint.transcript import pending_tool_calls
 
 _WIDTH = 100
@@ -50,16 +58,23 @@ def render_message(message: Message, marks: dict[str, str] | None = None) -> lis
 
 
 def render_transcript(
-    messages: list[Message], *, start: int = 0, steps: bool = False, marks: dict[str, str] | None = None
+    messages: list[Message],
+    *,
+    start: int = 0,
+    steps: bool = False,
+    marks: dict[str, str] | None = None,
+    after: dict[int, list[str]] | None = None,
 ) -> str:
-    """``messages[start:]``; with ``steps``, a header before each assistant turn (counted from 1)."""
+    """``messages[start:]``; with ``steps``, a header before each assistant turn (counted from 1);
+    ``after`` adds lines after the message at a position (e.g. the decision on a call)."""
     lines: list[str] = []
     step = sum(1 for m in messages[:start] if m.role == Role.ASSISTANT)
-    for message in messages[start:]:
+    for position, message in enumerate(messages[start:], start):
         if steps and message.role == Role.ASSISTANT:
             step += 1
             lines.append(f"── step {step}")
         lines += render_message(message, marks)
+        lines += (after or {}).get(position, [])
     return "\n".join(lines)
 
 
@@ -102,6 +117,31 @@ def pending_lines(pending: Any, *, decide: str | None = None) -> list[str]:
     return lines
 
 
+def decision_text(decision: Decision) -> str:
+    """``✓ approved by alice at … , note '…', ran with {…}``: who, when, the note, the edited arguments."""
+    mark, verb = ("✓", "approved") if decision.approved else ("✗", "rejected")
+    parts = [f"{mark} {verb} by {decision.decided_by or 'unknown'} at {when(decision.decided_at)}"]
+    if decision.note is not None:
+        parts.append(f"note {_short(decision.note, 80)!r}")
+    if decision.arguments is not None:
+        parts.append(f"ran with {_args(decision.arguments, 80)} instead of the model's")
+    return ", ".join(parts) + f" [approval {decision.approval_id}]"
+
+
+def decision_lines(messages: list[Message], decisions: list[Decision] | None) -> tuple[dict[int, list[str]], list[str]]:
+    """Each decision as a line after its call's result; those whose result is not there, apart."""
+    after: dict[int, list[str]] = {}
+    apart = []
+    for decision in decisions or []:
+        at = decision.position if decision.position is not None else -1
+        result = messages[at] if 0 <= at < len(messages) else None
+        if result is not None and result.role == Role.TOOL and result.tool_call_id == decision.tool_call_id:
+            after.setdefault(at, []).append(f"      {decision_text(decision)}")
+        else:
+            apart.append(f"  {decision.tool_name} [{decision.tool_call_id}] {decision_text(decision)}")
+    return after, apart
+
+
 def approval_marks(pending: Any | None) -> dict[str, str]:
     marks = {}
     if pending is not None:
@@ -128,7 +168,10 @@ def render_checkpoint(checkpoint: Checkpoint, pending: Any | None = None, *, dec
         head.append(f"state     {_short(json.dumps(cp.business_state, default=str), 90)}")
     marks = {c.id: "… no result yet" for c in pending_tool_calls(cp.messages)[0]}
     marks.update(approval_marks(pending))
-    lines = [*head, "", render_transcript(cp.messages, steps=True, marks=marks)]
+    after, apart = decision_lines(cp.messages, cp.decisions)
+    lines = [*head, "", render_transcript(cp.messages, steps=True, marks=marks, after=after)]
+    if apart:
+        lines += ["", "decisions on calls whose result is not in this transcript:", *apart]
     if cp.pending_input:
         lines += ["", "queued input (sent once the pending calls have results):"]
         lines += [f"  user       {_short(m.content or '')}" for m in cp.pending_input]

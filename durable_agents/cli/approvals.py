@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import getpass
 import time
 from datetime import datetime
 from typing import Any
@@ -74,8 +75,24 @@ def _decision_args(parser: argparse.ArgumentParser) -> None:
         help="the approval to decide (default: the one pending); a different one is refused",
     )
     parser.add_argument("--note", metavar="TEXT", help="a note recorded with the decision (the model sees it)")
+    parser.add_argument(
+        "--by",
+        metavar="NAME",
+        default=None,
+        help="who decided, recorded with the decision (default: your OS user name)",
+    )
     parser.add_argument("--json", action="store_true", help="print the run's next outcome as JSON")
     add_wait_flags(parser)
+
+
+def decider(given: str | None) -> str | None:
+    """``--by``, else the OS user name (None when the system cannot say)."""
+    if given is not None:
+        return given
+    try:
+        return getpass.getuser()
+    except Exception:  # noqa: BLE001 - no user name in the environment nor in the password database
+        return None
 
 
 def _turn_start(messages: list[Message], tool_call_id: str) -> int:
@@ -103,16 +120,17 @@ async def cmd_decide(args: argparse.Namespace) -> int:
         )
     approval_id = args.approval_id or pending.approval_id
     verb = "rejected" if args.reject else "approved"
+    by = decider(args.by)
     started = time.perf_counter()
-    result = await wait_for(
-        args,
-        args.session,
-        client.approve(args.session, approval_id, approved=not args.reject, note=args.note, arguments=arguments),
+    decided = client.approve(
+        args.session, approval_id, approved=not args.reject, note=args.note, arguments=arguments, decided_by=by
     )
+    result = await wait_for(args, args.session, decided)
     if not args.json:
+        who = f" by {by}" if by else ""
         note = f" with note {args.note!r}" if args.note else ""
         changed = f" and arguments {args.arguments}" if arguments is not None else ""
-        print(f"{verb} {pending.tool_name} [{pending.tool_call_id}] (approval {approval_id}){note}{changed}\n")
+        print(f"{verb} {pending.tool_name} [{pending.tool_call_id}] (approval {approval_id}){who}{note}{changed}\n")
     await print_outcome(args, result, start=_turn_start(result.messages, pending.tool_call_id), started=started)
     return 0
 

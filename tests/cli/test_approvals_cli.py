@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import getpass
 import json
 import signal
 import uuid
@@ -48,7 +49,9 @@ def test_approvals_lists_what_waits_then_approve_and_reject_mid_batch(cli):
     out = cli("reject", sid, "--approval-id", approved.approval_id, "--note", "too much")
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
-    assert lines[0] == (f"rejected charge_card [call_1_2] (approval {approved.approval_id}) with note 'too much'")
+    assert lines[0] == (
+        f"rejected charge_card [call_1_2] (approval {approved.approval_id}) by {getpass.getuser()} with note 'too much'"
+    )
     assert lines[2].strip().startswith("assistant  Looking up, then charging twice.")  # the turn's tail
     assert '✗ error    charge_card [call_1_2] {"error": "rejected' in out.stdout
     assert "All calls have results." in out.stdout and f"session {sid}: stop" in out.stdout
