@@ -55,9 +55,12 @@ def test_sessions_piped_to_head_exits_quietly(crowded_store, json_flag):
 _TOOK = re.compile(r", \d+\.\d\ds$", re.MULTILINE)
 
 
+_AGO = re.compile(r"\(\d+[smhd] ago\)")
+
+
 def _same_as_run(text: str) -> str:
-    """``run`` output without its timing (``…, 3 tool calls, 0+0 tokens, 1.23s``)."""
-    return _TOOK.sub("", text)
+    """``run`` output without its timing (``…, 3 tool calls, 0+0 tokens, 1.23s``) and ages (``(3s ago)``)."""
+    return _AGO.sub("(… ago)", _TOOK.sub("", text))
 
 
 def test_ctrl_c_during_run_says_the_run_goes_on_and_how_to_watch_it(cli):
