@@ -102,8 +102,11 @@ class ApprovalActivities:
         """Evaluate ``needs_approval`` functions on the calls' arguments (code runs here, not in the workflow)."""
         agent = self.deps.agent(inp.agent)
         header = await self.deps.in_store(self.deps.live_header, inp.session_id) if inp.batch_start else None
+        calls = inp.calls
+        if inp.turn_position is not None:  # references: their arguments are in the stored turn
+            calls = await self.deps.in_store(self.deps.stored_calls, inp.session_id, inp.turn_position, inp.calls)
         needs = []
-        for index, call in enumerate(inp.calls):
+        for index, call in enumerate(calls):
             tool = agent.tool_named(call.name)
             try:
                 args = tool.input_model.model_validate(call.arguments) if tool else None
@@ -121,12 +124,15 @@ class ApprovalActivities:
         def write() -> None:
             store = self.deps.store
             header = self.deps.live_header(inp.session_id)
+            remaining = inp.remaining_tool_calls
+            if inp.turn_position is not None:  # references: save the calls with their arguments
+                remaining = self.deps.stored_calls(inp.session_id, inp.turn_position, remaining)
             store.append(
                 header.model_copy(
                     update={
                         "status": CheckpointStatus.AWAITING_APPROVAL,
                         "approval_id": inp.approval_id,
-                        "remaining_tool_calls": inp.remaining_tool_calls,
+                        "remaining_tool_calls": remaining,
                         "updated_at": None,
                     }
                 ),

@@ -37,7 +37,18 @@ class RunState(BaseModel):
     run_start_usage: Usage = Field(default_factory=Usage)
     tool_calls: int = 0
     pending_tool_calls: list[ToolCall] = Field(default_factory=list)
-    """Calls of the last assistant turn that have no result yet, in call order."""
+    """Calls of the last assistant turn that have no result yet, in call order: references
+    (id and name) when ``arguments_in_store``; their arguments stay in the store."""
+    turn_position: int | None = None
+    """Where the assistant turn of ``pending_tool_calls`` is in the transcript."""
+    arguments_in_store: bool = False
+    """False in histories recorded before tool calls travelled as references."""
+
+
+def call_ref(call: ToolCall) -> ToolCall:
+    """A tool call as the workflow sees it: id and name. Its arguments stay in the
+    store (DESIGN §2: no payload grows with what the model wrote)."""
+    return ToolCall(id=call.id, name=call.name, arguments={})
 
 
 class BeginRunInput(BaseModel):
@@ -70,6 +81,8 @@ class ModelTurnInput(BaseModel):
 
 class ModelTurnOutput(BaseModel):
     tool_calls: list[ToolCall] = Field(default_factory=list)
+    """The turn's calls, as references when ``arguments_in_store``."""
+    arguments_in_store: bool = False
     usage: Usage
     """The session's total usage after this turn."""
     replayed: bool = False
@@ -86,6 +99,10 @@ class ExecuteToolInput(BaseModel):
     batch: list[str]
     """The turn's call ids in call order; results are recorded as their in-order prefix."""
     safe_to_retry: bool = False
+    turn_position: int | None = None
+    """Where the call's assistant turn is; with ``arguments_in_store`` the activity reads
+    the call's arguments from there (``call`` is a reference)."""
+    arguments_in_store: bool = False
     index: int | None = None
     """The call's place in ``batch``: its result goes at ``batch_start + index``. Results are
     keyed by that position, never by the model's id (ids repeat). None in older histories."""
@@ -162,6 +179,8 @@ class CheckApprovalsInput(BaseModel):
     calls: list[ToolCall]
     batch_start: int | None = None
     """Where the calls' results go (for their idempotency keys); None in older histories."""
+    turn_position: int | None = None
+    """Set when ``calls`` are references: their arguments are read from this turn."""
 
 
 class CheckApprovalsOutput(BaseModel):
@@ -172,6 +191,9 @@ class PauseForApprovalInput(BaseModel):
     session_id: str
     approval_id: str
     remaining_tool_calls: list[ToolCall]
+    turn_position: int | None = None
+    """Set when ``remaining_tool_calls`` are references: the activity saves them with their
+    arguments, read from this turn."""
 
 
 class RecordDecisionInput(BaseModel):

@@ -17,7 +17,7 @@ from temporalio.exceptions import ApplicationError
 from durable_agents.activities.definitions import Agent
 from durable_agents.activities.providers.registry import ProviderRegistry
 from durable_agents.checkpoint.errors import CheckpointNotFoundError, DurableAgentsError, FailureType
-from durable_agents.checkpoint.format import CheckpointHeader
+from durable_agents.checkpoint.format import CheckpointHeader, ToolCall
 from durable_agents.checkpoint.stores.base import CheckpointStore
 
 T = TypeVar("T")
@@ -56,6 +56,19 @@ class ActivityDeps:
                 session_id=session_id,
             )
         return header
+
+    def stored_call(self, session_id: str, turn_position: int, position: int) -> ToolCall:
+        """The call (with its arguments) whose result goes at ``position``, from its stored turn."""
+        [turn] = self.store.load_messages(session_id, turn_position, turn_position + 1)
+        return (turn.tool_calls or [])[position - turn_position - 1]
+
+    def stored_calls(self, session_id: str, turn_position: int, refs: list[ToolCall]) -> list[ToolCall]:
+        """``refs`` (the last ``len(refs)`` calls of the stored turn) with their arguments."""
+        [turn] = self.store.load_messages(session_id, turn_position, turn_position + 1)
+        calls = turn.tool_calls or []
+        stored = calls[len(calls) - len(refs) :] if refs else []
+        assert [c.id for c in stored] == [r.id for r in refs], "the stored turn does not hold these calls"
+        return stored
 
     async def in_store(self, fn: Callable[..., T], *args: object) -> T:
         """Run a store call off the event loop, heartbeating so a dead worker is noticed

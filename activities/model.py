@@ -11,7 +11,7 @@ from __future__ import annotations
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from durable_agents.activities.contracts import MODEL_TURN, ModelTurnInput, ModelTurnOutput
+from durable_agents.activities.contracts import MODEL_TURN, ModelTurnInput, ModelTurnOutput, call_ref
 from durable_agents.activities.deps import ActivityDeps, heartbeating
 from durable_agents.activities.providers.base import ModelRequest, ModelResponse
 from durable_agents.activities.providers.registry import split_model_string
@@ -44,7 +44,12 @@ class ModelActivities:
         if header.message_count > inp.position:
             stored = await self.deps.in_store(store.load_messages, inp.session_id, inp.position, inp.position + 1)
             if stored[0].role == Role.ASSISTANT:
-                return ModelTurnOutput(tool_calls=stored[0].tool_calls or [], usage=header.usage, replayed=True)
+                return ModelTurnOutput(
+                    tool_calls=[call_ref(c) for c in stored[0].tool_calls or []],
+                    arguments_in_store=True,
+                    usage=header.usage,
+                    replayed=True,
+                )
         messages = await self.deps.in_store(store.load_messages, inp.session_id, 0, inp.position)
         async with heartbeating(max(header.run_config.model_heartbeat_seconds / 4, 0.25)):
             response = await self._generate(header, messages, inp)
@@ -58,7 +63,9 @@ class ModelActivities:
                 update={**grown, "status": CheckpointStatus.IN_PROGRESS, "finish_reason": None, "updated_at": None}
             )
         await self.deps.in_store(store.append, updated, inp.position, [turn])
-        return ModelTurnOutput(tool_calls=turn.tool_calls or [], usage=usage)
+        return ModelTurnOutput(
+            tool_calls=[call_ref(c) for c in turn.tool_calls or []], arguments_in_store=True, usage=usage
+        )
 
     async def _generate(self, header: CheckpointHeader, messages: list[Message], inp: ModelTurnInput) -> ModelResponse:
         config = header.run_config

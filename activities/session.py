@@ -20,12 +20,13 @@ from durable_agents.activities.contracts import (
     BeginRunOutput,
     FinishRunInput,
     RunState,
+    call_ref,
 )
 from durable_agents.activities.definitions import Agent
 from durable_agents.activities.deps import ActivityDeps
 from durable_agents.activities.tools import CANCELLED
 from durable_agents.activities.transcript import new_input_after, pending_tool_calls, strip_system
-from durable_agents.checkpoint.errors import FailureType
+from durable_agents.checkpoint.errors import ConfigurationError, FailureType
 from durable_agents.checkpoint.fingerprint import compare_fingerprints
 from durable_agents.checkpoint.format import (
     CheckpointHeader,
@@ -36,6 +37,21 @@ from durable_agents.checkpoint.format import (
     RunConfig,
     Usage,
 )
+
+MAX_RECORDED_BYTES = 1024 * 1024
+"""The largest run configuration recorded in Temporal history (whose payloads must stay
+well under Temporal's 2 MB limit); a larger one fails the run at its start, saying so."""
+
+
+def check_recordable(config: RunConfig) -> None:
+    size = len(config.model_dump_json().encode())
+    if size > MAX_RECORDED_BYTES:
+        raise ConfigurationError(
+            f"agent {config.agent!r}: its definition (instructions and tool schemas) is {size / 1e6:.1f} MB, "
+            f"recorded in Temporal history at run start, whose payloads must stay well under 2 MB (the limit "
+            f"here is {MAX_RECORDED_BYTES // 1024} KB): shorten the instructions or schemas, or move long "
+            "reference text behind a tool the model can call"
+        )
 
 
 def _fail(message: str, kind: FailureType, *details: object) -> ApplicationError:
@@ -54,6 +70,7 @@ class SessionActivities:
     def _begin(self, inp: BeginRunInput, agent: Agent) -> BeginRunOutput:
         store = self.deps.store
         config, fp = agent.run_config(inp.model), agent.fingerprint(inp.model)
+        check_recordable(config)
         header = store.load_header(inp.session_id)
         if header is None:
             return self._start_session(inp, config, fp)
@@ -138,7 +155,7 @@ class SessionActivities:
         config: RunConfig,
         fp: Fingerprint,
     ) -> BeginRunOutput:
-        pending, _ = pending_tool_calls(messages)
+        pending, turn_position = pending_tool_calls(messages)
         drift = self._check_resumable(inp.session_id, header, pending, agent, fp)
         run_start = header.run_start_index or 0
         stored = list(header.pending_input or [])
@@ -153,7 +170,9 @@ class SessionActivities:
             run_start_step=header.run_start_step or 0,
             run_start_index=run_start,
             run_start_usage=header.run_start_usage or Usage(),
-            pending_tool_calls=pending,
+            pending_tool_calls=[call_ref(c) for c in pending],
+            turn_position=turn_position if pending else None,
+            arguments_in_store=True,
         )
         appended = [] if pending else queued
         updated = header.model_copy(

@@ -97,6 +97,8 @@ class ToolActivities:
 
     async def _run(self, inp: ExecuteToolInput) -> tuple[str, str]:
         call = inp.call
+        if inp.arguments_in_store and inp.turn_position is not None:  # a reference: read the model's call
+            call = await self.deps.in_store(self.deps.stored_call, inp.session_id, inp.turn_position, inp.position)
         tool = self.deps.agent(inp.agent).tool_named(call.name)
         if tool is None:
             names = ", ".join(t.name for t in self.deps.agent(inp.agent).tools) or "none"

@@ -295,11 +295,15 @@ class AgentClient:
 
     # -- plumbing ------------------------------------------------------------------
     async def _pending(self, session_id: str, handle: WorkflowHandle, live: bool) -> PendingApproval | None:
+        stored = pending_from_store(self.store, session_id)
         if live:
             pending = await handle.query("pending_approval", result_type=OPTIONAL_PENDING)
             if pending is not None:
+                if stored is not None and stored.approval_id == pending.approval_id:
+                    # the run holds references; the arguments are in the store
+                    pending.arguments, pending.remaining_tool_calls = stored.arguments, stored.remaining_tool_calls
                 return pending
-        return pending_from_store(self.store, session_id)
+        return stored
 
     async def _await(self, session_id: str, update: str, arg: ApprovalDecision | None) -> RunResult:
         """Ask the live run for its next outcome, following continue-as-new."""

@@ -183,6 +183,8 @@ class AgentRunWorkflow:
             summary=f"model turn {step} ({self.config.model})",
         )
         self.state.step_index = step
+        self.state.turn_position = self.state.message_count
+        self.state.arguments_in_store = turn.arguments_in_store
         self.state.message_count += 1
         self.state.usage = turn.usage
         return turn
@@ -229,6 +231,7 @@ class AgentRunWorkflow:
                 step=self.state.step_index,
                 calls=calls,
                 batch_start=self.state.message_count,
+                turn_position=self._refs_turn(),
             ),
         )
         return checked.needs_approval
@@ -251,15 +254,20 @@ class AgentRunWorkflow:
         )
         if not decision.approved:
             return done.recorded_through
-        approved = call.model_copy(update={"arguments": decision.arguments}) if decision.arguments else call
-        return await self._execute_tool(approved, batch, index)
+        if decision.arguments is not None:  # a human's edit runs instead of the model's arguments
+            edited = call.model_copy(update={"arguments": decision.arguments})
+            return await self._execute_tool(edited, batch, index, arguments_in_store=False)
+        return await self._execute_tool(call, batch, index)
 
     async def _wait_for_decision(self, call: ToolCall, remaining: list[ToolCall], recorded: int) -> c.ApprovalDecision:
         approval_id = str(workflow.uuid4())
         await self._store(
             ApprovalActivities.pause_for_approval,
             c.PauseForApprovalInput(
-                session_id=self.session_id, approval_id=approval_id, remaining_tool_calls=remaining
+                session_id=self.session_id,
+                approval_id=approval_id,
+                remaining_tool_calls=remaining,
+                turn_position=self._refs_turn(),
             ),
         )
         spec = self._spec(call)
@@ -275,7 +283,7 @@ class AgentRunWorkflow:
         self._publish(CheckpointStatus.IN_PROGRESS, None)
         return decision
 
-    async def _execute_tool(self, call: ToolCall, batch: Batch, index: int) -> int:
+    async def _execute_tool(self, call: ToolCall, batch: Batch, index: int, arguments_in_store: bool = True) -> int:
         spec = self._spec(call)
         self._set_details(f"tool {call.name}")
         out = await self._call(
@@ -289,6 +297,8 @@ class AgentRunWorkflow:
                 batch=batch.ids,
                 safe_to_retry=bool(spec and spec.safe_to_retry),
                 index=index,
+                turn_position=self._refs_turn() if arguments_in_store else None,
+                arguments_in_store=arguments_in_store and self._refs_turn() is not None,
             ),
             timeout=(spec.timeout_seconds if spec else options.TOOL_TIMEOUT_SECONDS)
             + options.TOOL_TIMEOUT_MARGIN_SECONDS,
@@ -357,6 +367,10 @@ class AgentRunWorkflow:
     @property
     def session_id(self) -> str:
         return self.inp.session_id
+
+    def _refs_turn(self) -> int | None:
+        """The pending calls' turn when they are references (their arguments in the store)."""
+        return self.state.turn_position if self.state.arguments_in_store else None
 
     def _spec(self, call: ToolCall) -> ToolSpec | None:
         return next((t for t in self.config.tools if t.name == call.name), None)
