@@ -19,7 +19,6 @@ from typing import Any
 from pydantic import ValidationError
 from temporalio import activity
 
-from durable_agents.activities import tools as tool_activities  # a module: tools may import this one
 from durable_agents.activities.contracts import (
     CHECK_APPROVALS,
     PAUSE_FOR_APPROVAL,
@@ -32,6 +31,7 @@ from durable_agents.activities.contracts import (
 )
 from durable_agents.activities.definitions import ToolContext
 from durable_agents.activities.deps import ActivityDeps
+from durable_agents.activities.keys import idempotency_key
 from durable_agents.checkpoint.format import CheckpointHeader, CheckpointStatus, Decision, Message
 
 
@@ -112,7 +112,7 @@ class ApprovalActivities:
                 args = tool.input_model.model_validate(call.arguments) if tool else None
             except ValidationError:
                 args = None  # the tool activity will return the validation error
-            key = tool_activities.idempotency_key(header, inp.batch_start + index) if header and inp.batch_start else ""
+            key = idempotency_key(header, inp.batch_start + index) if header and inp.batch_start else ""
             ctx = ToolContext(
                 tool_call_id=call.id, session_id=inp.session_id, step=inp.step, agent=inp.agent, idempotency_key=key
             )

@@ -8,19 +8,20 @@ so concurrent tools still leave results in call order.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 from temporalio import activity
 
+from durable_agents.activities.approvals import approved_content, decision_at
 from durable_agents.activities.contracts import EXECUTE_TOOL, ExecuteToolInput, ExecuteToolOutput
 from durable_agents.activities.definitions import Tool, ToolContext
 from durable_agents.activities.deps import ActivityDeps, heartbeating
+from durable_agents.activities.keys import idempotency_key
 from durable_agents.activities.providers.base import INVALID_JSON_KEY
 from durable_agents.activities.transcript import repair_text, repaired_value
-from durable_agents.checkpoint.format import CheckpointHeader, Message, ToolCall
+from durable_agents.checkpoint.format import Message, ToolCall
 from durable_agents.checkpoint.transcript import result_content
 
 CANCELLED = '{"error": "cancelled"}'
@@ -40,14 +41,6 @@ def durability_error(call: ToolCall) -> dict[str, Any]:
 
 
 _dump = result_content
-
-
-def idempotency_key(header: CheckpointHeader, position: int) -> str:
-    """Stable for one call across retries and resumes (its session and result position
-    do not change); unique across sessions, turns and forks (each session has its own
-    ``sessionUid``, and every call of a session its own position)."""
-    uid = header.session_uid or f"session:{header.session_id}"
-    return "da_" + hashlib.sha256(f"{uid}/{position}".encode()).hexdigest()[:40]
 
 
 def timeout_result(tool: Tool) -> dict[str, Any]:
@@ -128,7 +121,9 @@ class ToolActivities:
             agent=inp.agent,
             idempotency_key=idempotency_key(header, inp.position),
         )
-        return await self._invoke(tool, args, ctx)
+        content, kind = await self._invoke(tool, args, ctx)
+        # an approved call's result carries the reviewer's note and edited arguments, for the model
+        return approved_content(content, decision_at(header, inp.position), is_error=kind != "result"), kind
 
     async def _invoke(self, tool: Tool, args: BaseModel, ctx: ToolContext) -> tuple[str, str]:
         """Run the tool once; whatever it does becomes its result, never a retry."""

@@ -100,11 +100,6 @@ async def test_the_model_sees_the_rejection_note(run_worker, store):
     assert json.loads(result.content) == {"error": "rejected by a human reviewer", "note": "not today"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs activities/tools.py (owned by another engineer) to pass an approved call's result "
-    "through approvals.approved_content: see the approval-audit report",
-)
 async def test_the_model_sees_the_approval_note_and_the_edited_arguments_in_the_tool_result(run_worker, store):
     sid = session_id()
     async with run_worker([agents.payments_agent]) as client:
