@@ -55,6 +55,8 @@ class BeginRunInput(BaseModel):
     session_id: str
     agent: str
     input: list[Message] = Field(default_factory=list)
+    input_token: str | None = None
+    """Read the input from the store's run input under this token (then drop it)."""
     model: str | None = None
     """Override of the agent's model for this run (e.g. from the CLI)."""
     resolve_approval_id: str | None = None
@@ -223,6 +225,9 @@ class ForkSessionInput(BaseModel):
     patch: dict[str, Any] = Field(default_factory=dict)
     """A ``checkpoint.fork.Patch`` as JSON (camelCase or snake_case keys)."""
     new_session_id: str | None = None
+    entry: int | None = None
+    """The history entry to fork, as ``history`` numbers them (1 is the newest); None: the
+    step's newest. Absent in older histories."""
 
 
 class ForkSessionOutput(BaseModel):
@@ -230,3 +235,5 @@ class ForkSessionOutput(BaseModel):
     step: int
     agent: str | None = None
     message_count: int
+    entry: int | None = None
+    """The number of the history entry forked (None in older histories)."""

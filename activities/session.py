@@ -65,7 +65,15 @@ class SessionActivities:
     @activity.defn(name=BEGIN_RUN)
     async def begin_run(self, inp: BeginRunInput) -> BeginRunOutput:
         agent = self.deps.agent(inp.agent)
-        return await self.deps.in_store(self._begin, inp, agent)
+        if inp.input_token is not None:
+            # None: applied and dropped by an earlier attempt of this activity, which the
+            # checkpoint already shows (so it resumes with no new input, as a retry must)
+            kept = await self.deps.in_store(self.deps.store.run_input, inp.session_id, inp.input_token)
+            inp = inp.model_copy(update={"input": [*inp.input, *(kept or [])]})
+        begun = await self.deps.in_store(self._begin, inp, agent)
+        if inp.input_token is not None:
+            await self.deps.in_store(self.deps.store.drop_run_input, inp.session_id, inp.input_token)
+        return begun
 
     def _begin(self, inp: BeginRunInput, agent: Agent) -> BeginRunOutput:
         store = self.deps.store

@@ -7,6 +7,7 @@ Temporal payloads.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import uuid
 from collections.abc import Sequence
@@ -73,6 +74,9 @@ def fork_workflow_id(session_id: str) -> str:
     return f"fork-{prefix}-{digest}-{nonce}"
 
 
+MAX_INLINE_INPUT_BYTES = 256 * 1024
+"""Input for a store that keeps no run input travels in the workflow's input: small only."""
+
 OPTIONAL_PENDING = cast(type, PendingApproval | None)
 """The ``pending_approval`` query's result type (None when nothing waits)."""
 
@@ -131,13 +135,15 @@ class AgentClient:
             await self.cancel(session_id)
         if self._search_attributes is None:
             self._search_attributes = await search_attributes_registered(self.temporal)
+        token, inline = await self._keep_input(session_id, messages)
         try:
             return await self.temporal.start_workflow(
                 AGENT_RUN_WORKFLOW,
                 AgentRunInput(
                     session_id=session_id,
                     agent=agent,
-                    input=messages,
+                    input=inline,
+                    input_token=token,
                     model=model,
                     approval=approval,
                     search_attributes=self._search_attributes,
@@ -150,7 +156,28 @@ class AgentClient:
                 static_summary=f"{agent}: {first.splitlines()[0][:120]}",
             )
         except WorkflowAlreadyStartedError as e:
+            if token is not None:
+                await asyncio.to_thread(self.store.drop_run_input, session_id, token)
             raise SessionBusyError(session_id) from e
+
+    async def _keep_input(self, session_id: str, messages: list[Message]) -> tuple[str | None, list[Message]]:
+        """The run's input goes to the store, and the run gets a token for it (DESIGN §2);
+        a store that keeps no run input gets small input inline."""
+        if not messages:
+            return None, []
+        token = uuid.uuid4().hex
+        try:
+            await asyncio.to_thread(self.store.put_run_input, session_id, token, messages)
+            return token, []
+        except NotImplementedError:
+            size = sum(len(m.model_dump_json()) for m in messages)
+            if size > MAX_INLINE_INPUT_BYTES:
+                raise ConfigurationError(
+                    f"{type(self.store).__name__} keeps no run input, and this input ({size:,} bytes) is too big "
+                    f"to travel in a Temporal payload (limit here {MAX_INLINE_INPUT_BYTES:,}): use a store that "
+                    "implements put_run_input (all shipped stores do)"
+                ) from None
+            return None, messages
 
     async def send(
         self,
@@ -206,18 +233,32 @@ class AgentClient:
         from_step: int,
         patch: Patch | None = None,
         new_session_id: str | None = None,
+        *,
+        entry: int | None = None,
     ) -> ForkSessionOutput:
         """Fork a session from a kept step, as a Temporal workflow on a worker that
         holds the store (so the fork is recorded and visible in the UI).
 
-        Resume the fork with ``resume(fork.session_id)``. For a fork without
-        Temporal, call ``checkpoint.fork.fork(store, …)`` directly.
+        ``entry`` picks one of the step's kept checkpoints by its number in
+        ``history`` (1 is the newest save; it must be an entry of ``from_step``);
+        default: the step's newest. The patch crosses Temporal as data:
+        ``Patch(messages=function)`` is refused here (``ConfigurationError``);
+        use it with ``checkpoint.fork.fork(store, …)``, which forks without
+        Temporal. Resume the fork with ``resume(fork.session_id)``.
         """
+        patch = patch or Patch()
+        if not patch.is_data:
+            raise ConfigurationError(
+                "Patch(messages=<function>) cannot be sent through Temporal: fork with "
+                "durable_agents.checkpoint.fork.fork(store, ...) in this process, or pass the new "
+                "messages as a list"
+            )
         inp = ForkSessionInput(
             session_id=session_id,
             from_step=from_step,
-            patch=(patch or Patch()).model_dump(mode="json", exclude_unset=True),
+            patch=patch.model_dump(mode="json", exclude_unset=True),
             new_session_id=new_session_id,
+            entry=entry,
         )
         try:
             return await self.temporal.execute_workflow(

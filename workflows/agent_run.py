@@ -147,6 +147,7 @@ class AgentRunWorkflow:
                 session_id=inp.session_id,
                 agent=inp.agent,
                 input=inp.input,
+                input_token=inp.input_token,
                 model=inp.model,
                 resolve_approval_id=inp.approval.approval_id if inp.approval else None,
             ),

@@ -30,6 +30,9 @@ class AgentRunInput(BaseModel):
     session_id: str
     agent: str
     input: list[Message] = Field(default_factory=list)
+    """Input inline: only from a store that keeps no run input (and older histories)."""
+    input_token: str | None = None
+    """The run's input, written to the store by the client before it started the run."""
     model: str | None = None
     resume: ResumePoint | None = None
     approval: ApprovalDecision | None = None

@@ -128,6 +128,26 @@ class RecordChecks(ConformanceBase):
         second.delete("a")
         assert first.load("a") is None
 
+    # -- run input ----------------------------------------------------------------
+    def test_run_input_is_kept_by_token_until_dropped(self, stores: StoreHandles) -> None:
+        from durable_agents.checkpoint.format import Message
+
+        store = stores()
+        try:
+            store.put_run_input("a", "t1", [Message.user("x" * 100_000), Message.user("two")])
+        except NotImplementedError:
+            pytest.skip("the store keeps no run input (runs get their input inline)")
+        store.put_run_input("a", "t2", [Message.user("other")])
+        assert [m.content for m in store.run_input("a", "t1") or []] == ["x" * 100_000, "two"]
+        assert store.run_input("a", "missing") is None and store.run_input("b", "t1") is None
+        store.put_run_input("a", "t1", [Message.user("again")])  # a retried write replaces
+        assert [m.content for m in store.run_input("a", "t1") or []] == ["again"]
+        store.drop_run_input("a", "t1")
+        store.drop_run_input("a", "t1")  # idempotent
+        assert store.run_input("a", "t1") is None
+        store.delete("a")
+        assert store.run_input("a", "t2") is None
+
 
 OLD_FORMAT = json.dumps(
     {

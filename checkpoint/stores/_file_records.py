@@ -15,7 +15,14 @@ from durable_agents.checkpoint.errors import StoreCorruptError
 from durable_agents.checkpoint.format import CheckpointHeader, Message
 from durable_agents.checkpoint.stores._files import append_lines, replace_file
 
-EXT = {"sessions": ".json", "history": ".json", "messages": ".jsonl", "tools": ".jsonl", "locks": ".lock"}
+EXT = {
+    "sessions": ".json",
+    "history": ".json",
+    "messages": ".jsonl",
+    "tools": ".jsonl",
+    "locks": ".lock",
+    "inputs": ".json",
+}
 Session = tuple[CheckpointHeader, int, int]  # header, transcript id, positions written to it
 
 

@@ -27,6 +27,7 @@ on the store while it runs, so helper methods need no cursor argument.
 
 from __future__ import annotations
 
+import json
 import secrets
 import threading
 from abc import abstractmethod
@@ -38,7 +39,7 @@ from typing import Any, ClassVar
 
 from durable_agents.checkpoint.errors import StoreCorruptError
 from durable_agents.checkpoint.format import CheckpointHeader, CheckpointStatus, HistoryEntry, Message, SessionSummary
-from durable_agents.checkpoint.stores._common import cutoff_of, history_entries, session_list_query
+from durable_agents.checkpoint.stores._common import cutoff_of, history_entries, now, session_list_query
 from durable_agents.checkpoint.stores._sql_writes import SqlWrites
 from durable_agents.checkpoint.stores.base import DEFAULT_HISTORY_LIMIT, CheckpointStore
 
@@ -218,12 +219,34 @@ class SqlStore(SqlWrites, CheckpointStore):
             ).fetchone()
         return Message.model_validate_json(row[0]) if row and row[0] else None
 
+    # -- run input -------------------------------------------------------------
+    def put_run_input(self, session_id: str, token: str, messages: list[Message]) -> None:
+        body = json.dumps([m.to_dict() for m in messages])
+        with self._open():
+            self._run("DELETE FROM run_inputs WHERE session_id = ? AND token = ?", (session_id, token))
+            self._run(
+                "INSERT INTO run_inputs (session_id, token, created_at, body) VALUES (?, ?, ?, ?)",
+                (session_id, token, self.dialect.to_db_time(now()), body),
+            )
+
+    def run_input(self, session_id: str, token: str) -> list[Message] | None:
+        with self._open(write=False):
+            row = self._run(
+                "SELECT body FROM run_inputs WHERE session_id = ? AND token = ?", (session_id, token)
+            ).fetchone()
+        return [Message.model_validate(m) for m in json.loads(row[0])] if row else None
+
+    def drop_run_input(self, session_id: str, token: str) -> None:
+        with self._open():
+            self._run("DELETE FROM run_inputs WHERE session_id = ? AND token = ?", (session_id, token))
+
     # -- management ---------------------------------------------------------
     def delete(self, session_id: str, keep_history: bool = False) -> None:
         with self._open(session_id):
             self._session_row(session_id, lock=True)
             self._run("DELETE FROM sessions WHERE session_id = ?", (session_id,))
             self._run("DELETE FROM tool_markers WHERE session_id = ?", (session_id,))
+            self._run("DELETE FROM run_inputs WHERE session_id = ?", (session_id,))
             if not keep_history:
                 self._run("DELETE FROM checkpoint_history WHERE session_id = ?", (session_id,))
             self._collect_garbage(session_id)
@@ -238,6 +261,7 @@ class SqlStore(SqlWrites, CheckpointStore):
                 r[0]
                 for r in self._run("DELETE FROM checkpoint_history WHERE saved_at < ? RETURNING session_id", (cutoff,))
             }
+            self._run("DELETE FROM run_inputs WHERE created_at < ?", (cutoff,))  # never started
             if gone:
                 self._cur.executemany(
                     self.dialect.sql("DELETE FROM tool_markers WHERE session_id = ?"), [(sid,) for sid in gone]

@@ -155,6 +155,22 @@ class CheckpointStore(ABC):
         batch raises ``ValueError``.
         """
 
+    # -- run input ---------------------------------------------------------
+    # A client writes a run's input here before it starts the run, and the run
+    # reads it by ``token``: input never rides in Temporal payloads (DESIGN §2).
+    # Optional: a store without it gets its input inline (small input only).
+    def put_run_input(self, session_id: str, token: str, messages: list[Message]) -> None:
+        """Keep ``messages`` as the input of the run ``token`` of ``session_id``."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no run input")
+
+    def run_input(self, session_id: str, token: str) -> list[Message] | None:
+        """The input kept under ``token``, or None (never kept, or dropped once applied)."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no run input")
+
+    def drop_run_input(self, session_id: str, token: str) -> None:
+        """Forget the input of ``token`` (the run applied it to the checkpoint)."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no run input")
+
     def close(self) -> None:  # noqa: B027 - optional for backends
         """Release connections."""
 

@@ -274,8 +274,31 @@ class FileStore(FileRecords, CheckpointStore):
         return count + len(new)
 
     # -- management ---------------------------------------------------------
+    # -- run input: one file per run, named by session and token ------------------
+    def _input_path(self, session_id: str, token: str) -> Path:
+        return self._path("inputs", f"{safe_name(session_id)}--{safe_name(token)}")
+
+    def put_run_input(self, session_id: str, token: str, messages: list[Message]) -> None:
+        with self._locked(safe_name(session_id)):
+            self._replace(self._input_path(session_id, token), [m.to_dict() for m in messages])
+
+    def run_input(self, session_id: str, token: str) -> list[Message] | None:
+        try:
+            raw = json.loads(self._input_path(session_id, token).read_bytes())
+        except FileNotFoundError:
+            return None
+        except ValueError as e:
+            raise StoreCorruptError(f"run input {self._input_path(session_id, token)} is damaged: {e}") from e
+        return [Message.model_validate(m) for m in raw]
+
+    def drop_run_input(self, session_id: str, token: str) -> None:
+        with self._locked(safe_name(session_id)):
+            self._input_path(session_id, token).unlink(missing_ok=True)
+
     def delete(self, session_id: str, keep_history: bool = False) -> None:
         name = safe_name(session_id)
+        for stale in (self.directory / "inputs").glob(f"{name}--*.json"):
+            stale.unlink(missing_ok=True)
         with self._locked(name):
             self._path("sessions", name).unlink(missing_ok=True)
             self._path("tools", name).unlink(missing_ok=True)

@@ -68,4 +68,14 @@ MIGRATIONS: list[str] = [
         value TEXT NOT NULL
     ) WITHOUT ROWID;
     """,
+    # Run input, written by the client before it starts a run (never in Temporal payloads).
+    """
+    CREATE TABLE run_inputs (
+        session_id TEXT NOT NULL,
+        token TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        body TEXT NOT NULL,
+        PRIMARY KEY (session_id, token)
+    );
+    """,
 ]
