@@ -57,6 +57,9 @@ class BeginRunInput(BaseModel):
     input: list[Message] = Field(default_factory=list)
     input_token: str | None = None
     """Read the input from the store's run input under this token (then drop it)."""
+    store_id: str | None = None
+    """The client's store; a worker whose store differs fails the run, naming both."""
+    store_location: str | None = None
     model: str | None = None
     """Override of the agent's model for this run (e.g. from the CLI)."""
     resolve_approval_id: str | None = None

@@ -65,6 +65,7 @@ class SessionActivities:
     @activity.defn(name=BEGIN_RUN)
     async def begin_run(self, inp: BeginRunInput) -> BeginRunOutput:
         agent = self.deps.agent(inp.agent)
+        self._check_same_store(inp)
         if inp.input_token is not None:
             # None: applied and dropped by an earlier attempt of this activity, which the
             # checkpoint already shows (so it resumes with no new input, as a retry must)
@@ -74,6 +75,18 @@ class SessionActivities:
         if inp.input_token is not None:
             await self.deps.in_store(self.deps.store.drop_run_input, inp.session_id, inp.input_token)
         return begun
+
+    def _check_same_store(self, inp: BeginRunInput) -> None:
+        """Client and worker must share one store: the client wrote the input to its own."""
+        store = self.deps.store
+        if inp.store_id is not None and inp.store_id != store.store_id:
+            raise _fail(
+                f"session {inp.session_id!r} was sent through the store at {inp.store_location} (id "
+                f"{inp.store_id}), but this worker uses the store at {store.location} (id {store.store_id}): "
+                "point client and worker at the same store (--store or DURABLE_AGENTS_STORE; a relative "
+                "sqlite:/// path depends on the directory each was started in)",
+                FailureType.CONFIGURATION,
+            )
 
     def _begin(self, inp: BeginRunInput, agent: Agent) -> BeginRunOutput:
         store = self.deps.store

@@ -144,6 +144,8 @@ class AgentClient:
                     agent=agent,
                     input=inline,
                     input_token=token,
+                    store_id=self.store.store_id,
+                    store_location=self.store.location,
                     model=model,
                     approval=approval,
                     search_attributes=self._search_attributes,

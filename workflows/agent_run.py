@@ -148,6 +148,8 @@ class AgentRunWorkflow:
                 agent=inp.agent,
                 input=inp.input,
                 input_token=inp.input_token,
+                store_id=inp.store_id,
+                store_location=inp.store_location,
                 model=inp.model,
                 resolve_approval_id=inp.approval.approval_id if inp.approval else None,
             ),

@@ -33,6 +33,9 @@ class AgentRunInput(BaseModel):
     """Input inline: only from a store that keeps no run input (and older histories)."""
     input_token: str | None = None
     """The run's input, written to the store by the client before it started the run."""
+    store_id: str | None = None
+    """The client's store: a worker on another store refuses the run, naming both."""
+    store_location: str | None = None
     model: str | None = None
     resume: ResumePoint | None = None
     approval: ApprovalDecision | None = None

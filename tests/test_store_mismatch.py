@@ -1,0 +1,24 @@
+"""Client and worker on different stores: one clear error naming both, nothing silently lost."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from durable_agents import AgentClient, ConfigurationError, build_worker
+from durable_agents.checkpoint import SqliteStore
+from tests import agents
+from tests.conftest import session_id
+
+
+async def test_a_client_on_another_store_gets_one_error_naming_both(env, store, task_queue, tmp_path):
+    elsewhere = SqliteStore(tmp_path / "elsewhere" / "store.db")  # e.g. started from another directory
+    async with build_worker(env.client, agents=[agents.weather_agent], store=store, task_queue=task_queue):
+        client = AgentClient(env.client, elsewhere, task_queue)
+        with pytest.raises(ConfigurationError) as raised:
+            await asyncio.wait_for(client.send("booker", "Book a table for 2", session_id=session_id()), 30)
+    message = str(raised.value)
+    assert str(tmp_path / "elsewhere" / "store.db") in message and str(store.location) in message
+    assert store.list_sessions() == []  # the worker wrote nothing
+    elsewhere.close()
