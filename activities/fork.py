@@ -17,13 +17,19 @@ class ForkActivities:
     async def fork_session(self, inp: ForkSessionInput) -> ForkSessionOutput:
         def run() -> ForkSessionOutput:
             made = fork(
-                self.deps.store, inp.session_id, inp.from_step, Patch.model_validate(inp.patch), inp.new_session_id
+                self.deps.store,
+                inp.session_id,
+                inp.from_step,
+                Patch.model_validate(inp.patch),
+                inp.new_session_id,
+                entry=inp.entry,
             )
             return ForkSessionOutput(
                 session_id=made.session_id,
                 step=made.step,
                 agent=made.checkpoint.agent,
                 message_count=len(made.checkpoint.messages),
+                entry=made.entry,
             )
 
         return await self.deps.in_store(run)

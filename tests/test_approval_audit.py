@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
-import pytest
-
 from durable_agents.activities.approvals import ApprovalActivities
 from durable_agents.activities.contracts import ApprovalDecision, RecordDecisionInput
 from durable_agents.activities.deps import ActivityDeps

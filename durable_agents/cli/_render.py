@@ -152,8 +152,24 @@ def approval_marks(pending: Any | None) -> dict[str, str]:
 
 
 # -- whole checkpoints -----------------------------------------------------------------------
-def render_checkpoint(checkpoint: Checkpoint, pending: Any | None = None, *, decide: str | None = None) -> str:
-    """What ``show`` prints: the session's header, its turns, its pending approval."""
+def pending_positions(messages: list[Message]) -> list[tuple[int, ToolCall]]:
+    """The last turn's calls without a result in the transcript, with their results' positions."""
+    pending, turn = pending_tool_calls(messages)
+    first = turn + 1 + len(messages[turn].tool_calls or []) - len(pending) if pending else len(messages)
+    return [(first + i, call) for i, call in enumerate(pending)]
+
+
+def render_checkpoint(
+    checkpoint: Checkpoint,
+    pending: Any | None = None,
+    *,
+    decide: str | None = None,
+    recorded: Collection[str] = (),
+) -> str:
+    """What ``show`` prints: the session's header, its turns, its pending approval.
+
+    ``recorded``: ids of pending calls whose result is recorded already (e.g. by a fork's
+    patch) and is appended once the calls before them have theirs."""
     cp = checkpoint
     status = cp.status.value + (f" ({cp.finish_reason.value})" if cp.finish_reason else "")
     head = [
@@ -166,7 +182,12 @@ def render_checkpoint(checkpoint: Checkpoint, pending: Any | None = None, *, dec
     ]
     if cp.business_state is not None:
         head.append(f"state     {_short(json.dumps(cp.business_state, default=str), 90)}")
-    marks = {c.id: "… no result yet" for c in pending_tool_calls(cp.messages)[0]}
+    marks = {
+        c.id: "… result recorded, appended once the calls before it have theirs"
+        if c.id in recorded
+        else "… no result yet"
+        for c in pending_tool_calls(cp.messages)[0]
+    }
     marks.update(approval_marks(pending))
     after, apart = decision_lines(cp.messages, cp.decisions)
     lines = [*head, "", render_transcript(cp.messages, steps=True, marks=marks, after=after)]
@@ -206,11 +227,12 @@ def approvals_table(pendings: Sequence[Any]) -> str:
 
 
 def history_table(entries: Sequence[HistoryEntry]) -> str:
+    """One row per entry, numbered from 1 (the newest): the number ``fork --entry`` takes."""
     rows = []
-    for e in entries:
+    for number, e in enumerate(entries, 1):
         last = e.checkpoint.messages[-1] if e.checkpoint.messages else None
-        rows.append((e.step, when(e.saved_at), e.status.value, len(e.checkpoint.messages), _last_line(last)))
-    return table(("STEP", "SAVED", "STATUS", "MESSAGES", "LAST MESSAGE"), rows)
+        rows.append((number, e.step, when(e.saved_at), e.status.value, len(e.checkpoint.messages), _last_line(last)))
+    return table(("#", "STEP", "SAVED", "STATUS", "MESSAGES", "LAST MESSAGE"), rows)
 
 
 def _last_line(message: Message | None) -> str:

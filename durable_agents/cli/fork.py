@@ -45,6 +45,8 @@ class ForkMade(FormatModel):
     session_id: str
     source_session_id: str
     step: int
+    entry: int | None = None
+    """The history entry forked, as `history` numbers them (1 is the newest)."""
     agent: str | None = None
     message_count: int
     result: RunResult | None = None
@@ -64,7 +66,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=step_number,
         required=True,
         metavar="N",
-        help="the step to fork from (its newest kept checkpoint)",
+        help="the step to fork from (its newest kept checkpoint, or the one --entry names)",
+    )
+    fork.add_argument(
+        "--entry",
+        type=entry_number,
+        metavar="#",
+        help="fork this one of the step's kept checkpoints: its number in the # column of "
+        "`history` (1 is the newest save; it must be an entry of --from-step)",
     )
     fork.add_argument(
         "--tool-result",
@@ -91,6 +100,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     fork.add_argument("--json", action="store_true", help="print the fork (and its outcome) as JSON")
     add_wait_flags(fork)
     fork.set_defaults(func=cmd_fork)
+
+
+def entry_number(text: str) -> int:
+    """argparse type of ``--entry``: 1 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid entry {text!r}: expected a whole number (see `history`)") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"invalid entry {text!r}: entries count from 1, the newest (see `history`)")
+    return value
 
 
 # -- patch arguments ------------------------------------------------------------------------
@@ -162,17 +182,19 @@ async def cmd_fork(args: argparse.Namespace) -> int:
         f"`{prefix} sessions` lists it once it is made"
     )
     async with detach_on_interrupt(gone_on), NoWorkerWarning(client.temporal, args.task_queue, no_worker_line(args)):
-        made = await client.fork(args.session, args.from_step, patch, args.new_session_id)
+        made = await client.fork(args.session, args.from_step, patch, args.new_session_id, entry=args.entry)
     view = ForkMade(
         session_id=made.session_id,
         source_session_id=args.session,
         step=made.step,
+        entry=made.entry,
         agent=made.agent,
         message_count=made.message_count,
     )
     if not args.json:
+        which = f" (history entry {made.entry})" if args.entry is not None else ""
         print(
-            f"forked {args.session} at step {made.step} into {made.session_id} "
+            f"forked {args.session} at step {made.step}{which} into {made.session_id} "
             f"({plural(made.message_count, 'message')}, status in-progress)"
         )
     if not args.resume:

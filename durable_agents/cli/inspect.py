@@ -22,7 +22,7 @@ from durable_agents.cli._common import (
     ui_link,
     unknown_session,
 )
-from durable_agents.cli._render import history_table, render_checkpoint, sessions_table
+from durable_agents.cli._render import history_table, pending_positions, render_checkpoint, sessions_table
 
 STATUSES = [s.value for s in CheckpointStatus]
 
@@ -40,7 +40,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_ui_flag(show)
     show.set_defaults(func=cmd_show)
 
-    history = sub.add_parser("history", help="a session's kept checkpoints, newest first (fork from any step)")
+    history = sub.add_parser(
+        "history",
+        help="a session's kept checkpoints, newest first, numbered (fork from any step, or any entry)",
+    )
     history.add_argument("session")
     history.add_argument("--limit", type=positive_int, metavar="N", help="at most N entries")
     history.add_argument("--json", action="store_true", help="print a JSON list of history entries")
@@ -80,8 +83,10 @@ async def cmd_show(args: argparse.Namespace) -> int:
     if args.json:
         print(checkpoint.to_json())
         return 0
-    pending = pending_from_store(store_of(args), args.session)
-    print(render_checkpoint(checkpoint, pending, decide=command_prefix(args)))
+    store = store_of(args)
+    pending = pending_from_store(store, args.session)
+    recorded = [c.id for at, c in pending_positions(checkpoint.messages) if store.tool_result(args.session, at)]
+    print(render_checkpoint(checkpoint, pending, decide=command_prefix(args), recorded=recorded))
     link = ui_link(args, args.session)
     if link:
         print(f"Temporal UI: {link}")
@@ -93,13 +98,16 @@ async def cmd_history(args: argparse.Namespace) -> int:
     entries = store.history(args.session, args.limit)
     if not entries and store.load_header(args.session) is None:
         raise unknown_session(args, args.session)
-    if args.json:
-        print_json([e.to_dict() for e in entries])
+    if args.json:  # each entry with its number (`fork --entry`), 1 the newest
+        print_json([{"entry": n, **e.to_dict()} for n, e in enumerate(entries, 1)])
     elif not entries:
         print(f"session {args.session} has no kept history")
     else:
         print(history_table(entries))
-        print(f"\nfork from a step: {command_prefix(args)} fork {args.session} --from-step N")
+        print(
+            f"\nfork from a step (its newest entry): {command_prefix(args)} fork {args.session} --from-step N"
+            f"\nor from one entry of it:            {command_prefix(args)} fork {args.session} --from-step N --entry #"
+        )
     return 0
 
 

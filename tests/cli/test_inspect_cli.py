@@ -77,7 +77,7 @@ def test_history_json_entries_and_limit(cli, runs):
     assert all(e.checkpoint.session_id == runs["booked"] for e in entries)
     assert len(cli.read_json("history", runs["booked"], "--limit", "2")) == 2
     table = cli.read("history", runs["booked"], "--limit", "3")
-    assert table.splitlines()[0].split()[:4] == ["STEP", "SAVED", "STATUS", "MESSAGES"]
+    assert table.splitlines()[0].split()[:5] == ["#", "STEP", "SAVED", "STATUS", "MESSAGES"]  # numbered: fork --entry
     assert "Booked a table for 2 at Roscioli" in table and f"fork {runs['booked']} --from-step N" in table
 
 
