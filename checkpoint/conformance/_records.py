@@ -148,6 +148,19 @@ class RecordChecks(ConformanceBase):
         store.delete("a")
         assert store.run_input("a", "t2") is None
 
+    def test_prune_keeps_waiting_sessions_and_the_ones_named(self, stores: StoreHandles) -> None:
+        store = stores()
+        for sid, status in (
+            ("done", CheckpointStatus.FINISHED),
+            ("waits", CheckpointStatus.AWAITING_APPROVAL),
+            ("live", CheckpointStatus.IN_PROGRESS),
+        ):
+            store.save(full_checkpoint().model_copy(update={"session_id": sid, "status": status, "updated_at": T0}))
+        assert store.prune(timedelta(seconds=1), keep={"live"}) == 1
+        assert {s.session_id for s in store.list_sessions()} == {"waits", "live"}
+        assert store.prune(timedelta(seconds=1), include_waiting=True) == 2
+        assert store.list_sessions() == []
+
 
 OLD_FORMAT = json.dumps(
     {

@@ -31,7 +31,7 @@ import json
 import secrets
 import threading
 from abc import abstractmethod
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -251,12 +251,17 @@ class SqlStore(SqlWrites, CheckpointStore):
                 self._run("DELETE FROM checkpoint_history WHERE session_id = ?", (session_id,))
             self._collect_garbage(session_id)
 
-    def prune(self, older_than: timedelta | datetime) -> int:
+    def prune(
+        self, older_than: timedelta | datetime, *, keep: Collection[str] = (), include_waiting: bool = False
+    ) -> int:
         cutoff = self.dialect.to_db_time(cutoff_of(older_than))
         with self._open():
-            gone = [
-                r[0] for r in self._run("DELETE FROM sessions WHERE updated_at < ? RETURNING session_id", (cutoff,))
-            ]
+            waiting = "" if include_waiting else f" AND status <> '{CheckpointStatus.AWAITING_APPROVAL.value}'"
+            old = [r[0] for r in self._run(f"SELECT session_id FROM sessions WHERE updated_at < ?{waiting}", (cutoff,))]
+            kept = set(keep)
+            gone = [sid for sid in old if sid not in kept]
+            for sid in gone:
+                self._run("DELETE FROM sessions WHERE session_id = ?", (sid,))
             touched = {
                 r[0]
                 for r in self._run("DELETE FROM checkpoint_history WHERE saved_at < ? RETURNING session_id", (cutoff,))

@@ -19,6 +19,7 @@ The worker calls them from a thread so the event loop never waits on disk.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import ClassVar
@@ -104,8 +105,15 @@ class CheckpointStore(ABC):
     ) -> list[SessionSummary]: ...
 
     @abstractmethod
-    def prune(self, older_than: timedelta | datetime) -> int:
-        """Delete sessions and history entries last saved before the cutoff."""
+    def prune(
+        self, older_than: timedelta | datetime, *, keep: Collection[str] = (), include_waiting: bool = False
+    ) -> int:
+        """Delete sessions and history entries last saved before the cutoff.
+
+        A session waiting for approval is never pruned unless ``include_waiting``
+        (its decision would have nowhere to go), nor one named in ``keep`` (e.g.
+        sessions with a live run, which the CLI's ``prune`` asks Temporal for).
+        """
 
     # -- data plane -------------------------------------------------------
     @abstractmethod

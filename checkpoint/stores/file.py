@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -306,8 +306,10 @@ class FileStore(FileRecords, CheckpointStore):
                 self._path("history", name).unlink(missing_ok=True)
             self._compact(name)
 
-    def prune(self, older_than: timedelta | datetime) -> int:
-        cutoff, gone = cutoff_of(older_than), 0
+    def prune(
+        self, older_than: timedelta | datetime, *, keep: Collection[str] = (), include_waiting: bool = False
+    ) -> int:
+        cutoff, gone, kept_names = cutoff_of(older_than), 0, {safe_name(s) for s in keep}
         names = {
             p.name.rsplit(".", 1)[0] for kind in ("sessions", "history") for p in (self.directory / kind).glob("*.json")
         }
@@ -318,7 +320,12 @@ class FileStore(FileRecords, CheckpointStore):
                 except StoreCorruptError as e:  # kept as it is, for its owner to repair
                     warnings.warn(f"{e} (not pruned)", StoreDamageWarning, stacklevel=2)
                     continue
-                if current is not None and (current[0].updated_at or cutoff) < cutoff:
+                protected = name in kept_names or (
+                    current is not None
+                    and not include_waiting
+                    and current[0].status == CheckpointStatus.AWAITING_APPROVAL
+                )
+                if current is not None and not protected and (current[0].updated_at or cutoff) < cutoff:
                     self._path("sessions", name).unlink()
                     self._path("tools", name).unlink(missing_ok=True)
                     gone += 1

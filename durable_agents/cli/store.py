@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 
-from durable_agents.checkpoint.errors import DurableAgentsError
+from durable_agents.checkpoint.errors import ConfigurationError, DurableAgentsError
+from durable_agents.checkpoint.format import CheckpointStatus
 from durable_agents.cli._common import client_of, command_prefix, duration, live_run, load_header, store_of
 from durable_agents.cli._render import plural
+from durable_agents.workflows.contracts import AGENT_RUN_WORKFLOW
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -16,6 +18,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--keep-history",
         action="store_true",
         help="keep its history entries (the session can still be forked from them)",
+    )
+    delete.add_argument(
+        "--force", action="store_true", help="delete it even while it has a live run or waits for approval"
     )
     delete.set_defaults(func=cmd_delete)
 
@@ -27,15 +32,24 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="AGE",
         help="age with a unit s, m, h or d, e.g. 30d or 12h",
     )
+    prune.add_argument(
+        "--force", action="store_true", help="prune sessions with a live run or waiting for approval too"
+    )
     prune.set_defaults(func=cmd_prune)
 
 
 async def cmd_delete(args: argparse.Namespace) -> int:
-    load_header(args, args.session)
+    header = load_header(args, args.session)
     client = await client_of(args)
-    if await live_run(client, args.session):
+    if not args.force and await live_run(client, args.session):
         raise DurableAgentsError(
-            f"session {args.session!r} has a live run: cancel it first ({command_prefix(args)} cancel {args.session})"
+            f"session {args.session!r} has a live run: cancel it first ({command_prefix(args)} cancel "
+            f"{args.session}), or delete it anyway with --force (the run then stops)"
+        )
+    if not args.force and header.status == CheckpointStatus.AWAITING_APPROVAL:
+        raise DurableAgentsError(
+            f"session {args.session!r} waits for approval {header.approval_id}: decide it first "
+            f"({command_prefix(args)} approve|reject {args.session}), or delete it anyway with --force"
         )
     store_of(args).delete(args.session, keep_history=args.keep_history)
     kept = " (history kept)" if args.keep_history else ""
@@ -44,8 +58,20 @@ async def cmd_delete(args: argparse.Namespace) -> int:
 
 
 async def cmd_prune(args: argparse.Namespace) -> int:
-    removed = store_of(args).prune(args.older_than)
+    live: set[str] = set()
+    note = "kept sessions with a live run or waiting for approval (--force prunes those too)"
+    if not args.force:  # sessions whose run is live keep their checkpoint, however old its last save
+        try:
+            client = await client_of(args)
+            query = f'WorkflowType = "{AGENT_RUN_WORKFLOW}" AND ExecutionStatus = "Running"'
+            live = {w.id async for w in client.temporal.list_workflows(query)}
+        except ConfigurationError:  # Temporal unreachable: any unfinished session may be live
+            live = {s.session_id for s in store_of(args).list_sessions(status=CheckpointStatus.IN_PROGRESS)}
+            note = "Temporal is not reachable, so every unfinished session was kept (--force prunes those too)"
+    removed = store_of(args).prune(args.older_than, keep=live, include_waiting=args.force)
     print(f"pruned {plural(removed, 'session')}, and history entries, last saved more than {_age(args.older_than)} ago")
+    if not args.force:
+        print(note)
     return 0
 
 

@@ -186,8 +186,8 @@ class FailingStore(CheckpointStore):
     ) -> list[SessionSummary]:
         return self.inner.list_sessions(status=status, agent=agent)
 
-    def prune(self, older_than: timedelta | datetime) -> int:
-        return self.inner.prune(older_than)
+    def prune(self, older_than: timedelta | datetime, **options: Any) -> int:
+        return self.inner.prune(older_than, **options)
 
     def close(self) -> None:
         self.inner.close()

@@ -44,7 +44,11 @@ def test_approvals_lists_what_waits_then_approve_and_reject_mid_batch(cli):
 
     approved = RunResult.model_validate_json(cli.ok("approve", sid, "--note", "ok", "--json"))
     assert approved.finish_reason == "awaiting-approval" and approved.approval_id not in (None, first)
-    assert json.loads(approved.messages[-1].content) == {"charged": 10, "idempotency_key": "call_1_1"}
+    # the model sees the reviewer's note next to the result
+    assert json.loads(approved.messages[-1].content) == {
+        "result": {"charged": 10, "idempotency_key": "call_1_1"},
+        "approvalNote": "ok",
+    }
 
     out = cli("reject", sid, "--approval-id", approved.approval_id, "--note", "too much")
     assert out.returncode == 0, out.stderr
@@ -106,3 +110,20 @@ def test_approval_from_another_process_after_the_worker_was_replaced(cli, tmp_pa
         store.close()
     _one_result_per_call_in_order(checkpoint)
     assert checkpoint.messages[-1].content == "All calls have results."
+
+
+def test_prune_and_delete_keep_a_session_that_waits_for_approval(cli):
+    """`prune` during a wait used to delete the session; `approve` then hung forever."""
+    import time
+
+    sid = session_id("wait")
+    paused = cli.ok("run", "payments", "Charge me", "--session", sid, "--json")
+    assert json.loads(paused)["approvalId"]
+    time.sleep(1.5)
+    out = cli.ok("prune", "--older-than", "1s")
+    assert out.startswith("pruned ") and "waiting for approval" in out
+    assert sid in [s["sessionId"] for s in cli.read_json("sessions")]
+    one_line_error(cli("delete", sid), 1, "--force")  # its run is live, waiting for the decision
+    decided = cli.ok("approve", sid, "--json")
+    assert json.loads(decided)["finishReason"] in ("awaiting-approval", "stop")
+    cli.ok("cancel", sid)

@@ -106,11 +106,15 @@ def test_prune_older_than(tmp_path):
     store = SqliteStore(tmp_path / "old.db")
     now = datetime.now(UTC)
     for sid, age in (("old", timedelta(days=40)), ("new", timedelta(hours=1))):
-        store.save(Checkpoint(session_id=sid, agent="booker", messages=[Message.user("hi")], updated_at=now - age))
+        store.save(
+            Checkpoint(
+                session_id=sid, agent="booker", messages=[Message.user("hi")], status="finished", updated_at=now - age
+            )
+        )
     store.close()
     cli = Cli(address="127.0.0.1:1", task_queue="unused", store_path=tmp_path / "old.db")  # no Temporal needed
     out = cli.ok("prune", "--older-than", "30d")
-    assert out.strip() == "pruned 1 session, and history entries, last saved more than 30d ago"
+    assert out.splitlines()[0] == "pruned 1 session, and history entries, last saved more than 30d ago"
     assert [s["sessionId"] for s in cli.read_json("sessions")] == ["new"]
     one_line_error(cli.inproc("prune", "--older-than", "3 weeks"), 2, "invalid duration '3 weeks'")
     one_line_error(cli.inproc("prune"), 2, "--older-than")

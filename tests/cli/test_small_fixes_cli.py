@@ -54,10 +54,14 @@ def test_show_says_1_request_and_1_message():
 def test_prune_and_fork_counts_are_singular_for_one(tmp_path):
     store = SqliteStore(tmp_path / "old.db")
     now = datetime.now(UTC)
-    store.save(Checkpoint(session_id="old", messages=[Message.user("hi")], updated_at=now - timedelta(days=40)))
+    store.save(
+        Checkpoint(
+            session_id="old", messages=[Message.user("hi")], status="finished", updated_at=now - timedelta(days=40)
+        )
+    )
     store.close()
     cli = Cli(address="127.0.0.1:1", task_queue="unused", store_path=tmp_path / "old.db")
-    assert cli.read("prune", "--older-than", "30d").strip() == (
+    assert cli.read("prune", "--older-than", "30d").splitlines()[0] == (
         "pruned 1 session, and history entries, last saved more than 30d ago"
     )
 
