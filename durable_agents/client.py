@@ -327,14 +327,34 @@ class AgentClient:
         handle = self.temporal.get_workflow_handle(session_id)
         return await self._pending(session_id, handle, await self._is_running(handle))
 
-    def pending_approvals(self) -> list[PendingApproval]:
-        """Every session waiting for a decision, from the store."""
+    def pending_approvals(self, agent: str | None = None) -> list[PendingApproval]:
+        """Every session waiting for a decision, from the store only (see ``waiting_approvals``)."""
         found = []
-        for summary in self.store.list_sessions(status=CheckpointStatus.AWAITING_APPROVAL):
+        for summary in self.store.list_sessions(status=CheckpointStatus.AWAITING_APPROVAL, agent=agent):
             pending = pending_from_store(self.store, summary.session_id)
             if pending is not None:
                 found.append(pending)
         return found
+
+    async def waiting_approvals(self, agent: str | None = None) -> list[PendingApproval]:
+        """Every approval waiting for a decision, oldest first: the live runs Temporal's
+        visibility finds waiting (``PendingApprovalId`` set, execution running), joined
+        with the store, plus sessions the store records as waiting whose run has closed
+        (``approve`` resumes those from the checkpoint). A run the store does not know
+        (a client on another store) is still listed, from the run itself."""
+        found = {p.session_id: p for p in await asyncio.to_thread(self.pending_approvals, agent)}
+        if self._search_attributes is None:
+            self._search_attributes = await search_attributes_registered(self.temporal)
+        if self._search_attributes:
+            query = f'WorkflowType = "{AGENT_RUN_WORKFLOW}" AND ExecutionStatus = "Running" AND PendingApprovalId IS NOT NULL'
+            if agent is not None:
+                query += f' AND AgentName = "{agent}"'
+            async for execution in self.temporal.list_workflows(query):
+                if execution.id not in found:
+                    pending = await self.pending_approval(execution.id)
+                    if pending is not None:
+                        found[execution.id] = pending
+        return sorted(found.values(), key=lambda p: p.requested_at)
 
     # -- plumbing ------------------------------------------------------------------
     async def _pending(self, session_id: str, handle: WorkflowHandle, live: bool) -> PendingApproval | None:

@@ -22,3 +22,21 @@ async def test_a_client_on_another_store_gets_one_error_naming_both(env, store, 
     assert str(tmp_path / "elsewhere" / "store.db") in message and str(store.location) in message
     assert store.list_sessions() == []  # the worker wrote nothing
     elsewhere.close()
+
+
+async def test_waiting_approvals_come_from_temporal_so_another_store_cannot_hide_them(env, store, task_queue, tmp_path):
+    elsewhere = SqliteStore(tmp_path / "elsewhere.db")
+    sid = session_id()
+    async with build_worker(env.client, agents=[agents.payments_agent], store=store, task_queue=task_queue):
+        paused = await AgentClient(env.client, store, task_queue).send("payments", "Charge me", session_id=sid)
+        other = AgentClient(env.client, elsewhere, task_queue)
+        assert [p for p in other.pending_approvals() if p.session_id == sid] == []  # the store alone misses it
+        for _ in range(50):  # visibility is eventually consistent
+            listed = [p for p in await other.waiting_approvals() if p.session_id == sid]
+            if listed:
+                break
+            await asyncio.sleep(0.1)
+        assert [p.approval_id for p in listed] == [paused.approval_id]
+        assert listed[0].tool_name == "charge_card"
+        await AgentClient(env.client, store, task_queue).cancel(sid)
+    elsewhere.close()

@@ -10,9 +10,8 @@ from typing import Any
 
 from pydantic import Field
 
-from durable_agents._outcomes import pending_from_store
 from durable_agents.activities.contracts import PendingApproval
-from durable_agents.checkpoint.format import CheckpointStatus, FormatModel, Message, Role, ToolCall
+from durable_agents.checkpoint.format import FormatModel, Message, Role, ToolCall
 from durable_agents.cli._common import (
     UsageError,
     add_wait_flags,
@@ -136,13 +135,8 @@ async def cmd_decide(args: argparse.Namespace) -> int:
 
 
 async def cmd_approvals(args: argparse.Namespace) -> int:
-    store = store_of(args)
-    found = []
-    for summary in store.list_sessions(status=CheckpointStatus.AWAITING_APPROVAL, agent=args.agent):
-        pending = pending_from_store(store, summary.session_id)
-        if pending is not None:
-            found.append(pending)
-    found.sort(key=lambda p: p.requested_at)
+    # from Temporal's visibility joined with the store: a waiting run is never missed
+    found = await (await client_of(args)).waiting_approvals(args.agent)
     if args.json:
         print_json([ApprovalView.of(p).to_dict() for p in found])
     elif not found:

@@ -90,6 +90,10 @@ async def _with_server(args: argparse.Namespace, work, hint: str | None = None) 
     stop = _stop_on_signals()
     async with _dev_server(args) as server:  # stops the server on the way out
         print(f"Temporal dev server at {server.address}" + (f", UI {server.ui_url}" if server.ui else ""), flush=True)
+        state = (
+            f"Temporal's state in {Path(server.db_file).absolute()}" if server.db_file else "Temporal's state in memory"
+        )
+        print(state, flush=True)
         if hint:
             print(hint, flush=True)
         await _until(stop, work(server))
@@ -110,7 +114,7 @@ async def run_worker(args: argparse.Namespace, address: str | None) -> int:
     client = await connect(address, args.namespace)
     worker = build_worker(client, agents=agents, store=store, task_queue=args.task_queue)
     names = ", ".join(a.name for a in agents)
-    print(f"worker for {names} on task queue {args.task_queue!r}, store {redact(args.store)}", flush=True)
+    print(f"worker for {names} on task queue {args.task_queue!r}, store {store.location}", flush=True)
     async with worker:  # leaving it shuts down gracefully: running tools may finish
         await asyncio.Event().wait()
     return 0
