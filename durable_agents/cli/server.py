@@ -100,6 +100,10 @@ async def _with_server(args: argparse.Namespace, work, hint: str | None = None) 
     return 0
 
 
+def _state_line(server) -> str:
+    return f"Temporal's state in {Path(server.db_file).absolute()}" if server.db_file else "Temporal's state in memory"
+
+
 async def cmd_server(args: argparse.Namespace) -> int:
     return await _with_server(args, lambda server: asyncio.to_thread(server.wait), "Ctrl-C to stop.")
 
