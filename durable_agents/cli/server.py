@@ -90,10 +90,7 @@ async def _with_server(args: argparse.Namespace, work, hint: str | None = None) 
     stop = _stop_on_signals()
     async with _dev_server(args) as server:  # stops the server on the way out
         print(f"Temporal dev server at {server.address}" + (f", UI {server.ui_url}" if server.ui else ""), flush=True)
-        state = (
-            f"Temporal's state in {Path(server.db_file).absolute()}" if server.db_file else "Temporal's state in memory"
-        )
-        print(state, flush=True)
+        print(_state_line(server), flush=True)
         if hint:
             print(hint, flush=True)
         await _until(stop, work(server))
