@@ -30,6 +30,7 @@ test-unit: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	PYTHON=$(BIN)/python bash scripts/typecheck.sh
 
 bench: $(STAMP)
 	$(BIN)/python bench/step_overhead.py --steps 30 --runs 3

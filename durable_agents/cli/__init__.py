@@ -43,7 +43,7 @@ USAGE_ERRORS = (ConfigurationError, CheckpointNotFoundError)
 class Parser(argparse.ArgumentParser):
     """argparse with its errors as one line (plus where to look), exit 2."""
 
-    def error(self, message: str):  # type: ignore[override]
+    def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
 
 

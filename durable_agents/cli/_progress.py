@@ -18,7 +18,7 @@ import contextlib
 import sys
 import time
 from datetime import timedelta
-from typing import TextIO
+from typing import TextIO, cast
 
 from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import Client
@@ -76,7 +76,7 @@ class Progress:
         except Exception:  # noqa: BLE001 - progress is best effort
             pass
         try:
-            state = await handle.query("run_state", result_type=RunState | None, rpc_timeout=QUERY_TIMEOUT)
+            state = await handle.query("run_state", result_type=cast(type, RunState | None), rpc_timeout=QUERY_TIMEOUT)
         except Exception:  # noqa: BLE001
             return None
         if state is None:

@@ -189,7 +189,7 @@ async def cmd_watch(args: argparse.Namespace) -> int:
             raise
         raise _no_run(args, before.status, before.step_index) from None
     header = store_of(args).load_header(args.session)
-    await print_outcome(args, result, start=_run_start(result.messages, header and header.run_start_index))
+    await print_outcome(args, result, start=_run_start(result.messages, header.run_start_index if header else None))
     return 0
 
 
