@@ -43,6 +43,9 @@ class RunState(BaseModel):
     """Where the assistant turn of ``pending_tool_calls`` is in the transcript."""
     arguments_in_store: bool = False
     """False in histories recorded before tool calls travelled as references."""
+    recorded_positions: list[int] = Field(default_factory=list)
+    """Pending calls whose result is already recorded (e.g. by a fork's patch): they are
+    neither run nor gated again; their result is appended in call order."""
 
 
 def call_ref(call: ToolCall) -> ToolCall:

@@ -193,6 +193,11 @@ class SessionActivities:
             run_start_usage=header.run_start_usage or Usage(),
             pending_tool_calls=[call_ref(c) for c in pending],
             turn_position=turn_position if pending else None,
+            recorded_positions=[
+                p
+                for p in range(header.message_count, header.message_count + len(pending))
+                if self.deps.store.tool_result(inp.session_id, p) is not None
+            ],
             arguments_in_store=True,
         )
         appended = [] if pending else queued

@@ -58,3 +58,27 @@ async def test_fork_of_a_chosen_entry_with_a_result_for_the_second_pending_call(
     results = [m for m in store.load(made.session_id).messages if m.role == Role.TOOL]
     assert [m.tool_call_id for m in results[:2]] == [c.id for c in turn.tool_calls]  # one each, in call order
     assert json.loads(results[1].content)["sky"] == "hail"
+
+
+async def test_a_gated_call_whose_result_a_fork_recorded_is_not_gated_again(run_worker, store):
+    """A fork gives the second charge its result: on resume only the first charge waits for a human."""
+    sid = session_id()
+    async with run_worker([agents.payments_agent]) as client:
+        paused = await client.send("payments", "Charge me", session_id=sid)  # weather, charge 10, charge 20
+        turn = store.load(sid).messages[1]
+        entry = _entry(store, sid, 1, 2)  # right after the model turn: no call has run
+        patch = Patch(tool_result=ToolResultPatch(tool_call_id=turn.tool_calls[2].id, result={"charged": 0}))
+        made = await client.fork(sid, 1, patch, entry=entry)
+        await client.cancel(sid)
+        agents.CALL_LOG.clear()
+        first = await client.resume(made.session_id)
+        assert first.finish_reason == "awaiting-approval" and first.approval_id != paused.approval_id
+        assert (await client.pending_approval(made.session_id)).arguments == {"amount": 10}
+        done = await client.approve(made.session_id, first.approval_id)
+    assert done.finish_reason == FinishReason.STOP  # no second pause for the charge that has a result
+    assert [(n, a) for n, _, a in agents.CALL_LOG] == [
+        ("get_weather", {"city": "Rome"}),
+        ("charge_card", {"amount": 10}),
+    ]
+    results = [json.loads(m.content) for m in store.load(made.session_id).messages if m.role == Role.TOOL]
+    assert results[2] == {"charged": 0}

@@ -221,8 +221,15 @@ class AgentRunWorkflow:
         self.state.message_count = recorded
         self.state.tool_calls += len(calls)
         self.state.pending_tool_calls = []
+        self.state.recorded_positions = []
 
     async def _needs_approval(self, calls: list[ToolCall]) -> list[bool]:
+        """Which calls a human must decide; a call whose result is already recorded needs none."""
+        start, recorded = self.state.message_count, set(self.state.recorded_positions)
+        needs = await self._gates(calls)
+        return [need and start + i not in recorded for i, need in enumerate(needs)]
+
+    async def _gates(self, calls: list[ToolCall]) -> list[bool]:
         specs = [self._spec(call) for call in calls]
         if not any(spec and spec.approval_conditional for spec in specs):
             return [bool(spec and spec.needs_approval) for spec in specs]
