@@ -150,3 +150,21 @@ async def test_anthropic_tool_use_with_non_object_input_is_a_validation_error(ru
         if b.get("type") == "tool_use"
     ]
     assert isinstance(tool_use[0]["input"], dict)  # the replayed transcript stays valid for the API
+
+
+@tool
+async def raises(args: Nothing, ctx: ToolContext) -> dict:
+    RUNS.append("raises")
+    raise ValueError("no such table")
+
+
+register_script("call-raises", _one_call("raises"))
+AGENTS["raises"] = Agent(name="a-raises", model="scripted:call-raises", tools=[raises])
+
+
+async def test_a_tool_exception_is_logged_at_warning_with_its_traceback(run_worker, caplog):
+    caplog.set_level("WARNING")
+    _, tool_result = await _run_one(run_worker, "raises")
+    assert json.loads(tool_result.content) == {"error": "ValueError: no such table"} and RUNS == ["raises"]
+    [record] = [r for r in caplog.records if "raises" in r.getMessage() and r.levelname == "WARNING"]
+    assert record.exc_info is not None and record.exc_info[0] is ValueError
