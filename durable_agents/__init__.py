@@ -34,6 +34,7 @@ if TYPE_CHECKING:
         SessionAwaitingApprovalError,
         SessionBusyError,
         StoreCorruptError,
+        StoreDamageWarning,
         StoreUnavailableError,
         ToolDurabilityError,
     )
@@ -67,6 +68,7 @@ _EXPORTS: dict[str, str] = {
     "SessionAwaitingApprovalError": "durable_agents.errors",
     "SessionBusyError": "durable_agents.errors",
     "StoreCorruptError": "durable_agents.errors",
+    "StoreDamageWarning": "durable_agents.errors",
     "StoreUnavailableError": "durable_agents.errors",
     "Tool": "durable_agents.activities.definitions",
     "ToolCall": "durable_agents.checkpoint.format",
@@ -105,6 +107,7 @@ __all__ = [
     "SessionAwaitingApprovalError",
     "SessionBusyError",
     "StoreCorruptError",
+    "StoreDamageWarning",
     "StoreUnavailableError",
     "Tool",
     "ToolCall",

@@ -15,6 +15,7 @@ from typing import cast
 
 from temporalio.client import (
     Client,
+    WorkflowExecution,
     WorkflowExecutionStatus,
     WorkflowFailureError,
     WorkflowHandle,
@@ -76,6 +77,24 @@ def fork_workflow_id(session_id: str) -> str:
 
 MAX_INLINE_INPUT_BYTES = 256 * 1024
 """Input for a store that keeps no run input travels in the workflow's input: small only."""
+
+def _pending_from_visibility(execution: WorkflowExecution) -> PendingApproval | None:
+    """A waiting run nobody can be asked about (no worker polls): its search attributes."""
+    from durable_agents.workflows.search import AGENT_NAME, PENDING_APPROVAL_ID
+
+    approval_id = execution.typed_search_attributes.get(PENDING_APPROVAL_ID)
+    if not approval_id:
+        return None
+    return PendingApproval(
+        approval_id=approval_id,
+        session_id=execution.id,
+        agent=execution.typed_search_attributes.get(AGENT_NAME) or "",
+        tool_name="(unknown: no worker answered; start one to see the call)",
+        tool_call_id="",
+        arguments={},
+        requested_at=execution.start_time,
+    )
+
 
 OPTIONAL_PENDING = cast(type, PendingApproval | None)
 """The ``pending_approval`` query's result type (None when nothing waits)."""
@@ -351,7 +370,10 @@ class AgentClient:
                 query += f' AND AgentName = "{agent}"'
             async for execution in self.temporal.list_workflows(query):
                 if execution.id not in found:
-                    pending = await self.pending_approval(execution.id)
+                    try:
+                        pending = await asyncio.wait_for(self.pending_approval(execution.id), 5)
+                    except (RPCError, TimeoutError):  # no worker answers: list what visibility knows
+                        pending = _pending_from_visibility(execution)
                     if pending is not None:
                         found[execution.id] = pending
         return sorted(found.values(), key=lambda p: p.requested_at)

@@ -27,6 +27,7 @@ from durable_agents.checkpoint.errors import (
     DurableAgentsError,
     FailureType,
     StoreCorruptError,
+    StoreDamageWarning,
     StoreUnavailableError,
 )
 
@@ -131,6 +132,7 @@ __all__ = [
     "SessionAwaitingApprovalError",
     "SessionBusyError",
     "StoreCorruptError",
+    "StoreDamageWarning",
     "StoreUnavailableError",
     "ToolDurabilityError",
 ]

@@ -104,7 +104,7 @@ def plan(messages: list[Message]) -> ScriptedTurn:
     if booking:
         if "error" in booking[-1]:
             return ScriptedTurn(text=f"I did not book: {booking[-1].get('note', booking[-1]['error'])}.")
-        b = booking[-1]
+        b = booking[-1].get("result", booking[-1])  # an approval with a note wraps the result
         return ScriptedTurn(
             text=f"Booked a table for {b['people']} at {b['restaurant']} in {b['city']} "
             f"tonight (confirmation {b['confirmation']})."
