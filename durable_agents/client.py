@@ -78,6 +78,7 @@ def fork_workflow_id(session_id: str) -> str:
 MAX_INLINE_INPUT_BYTES = 256 * 1024
 """Input for a store that keeps no run input travels in the workflow's input: small only."""
 
+
 def _pending_from_visibility(execution: WorkflowExecution) -> PendingApproval | None:
     """A waiting run nobody can be asked about (no worker polls): its search attributes."""
     from durable_agents.workflows.search import AGENT_NAME, PENDING_APPROVAL_ID
