@@ -49,24 +49,24 @@ async def get_weather(args: CityArgs, ctx: ToolContext) -> dict:
 @tool(needs_approval=True)
 async def book_table(args: BookingArgs, ctx: ToolContext) -> dict:
     """Book a restaurant table. A side effect: a human approves it, and it runs at most once."""
-    code = hashlib.sha256(f"{ctx.session_id}/{ctx.tool_call_id}".encode()).hexdigest()[:6].upper()
+    code = hashlib.sha256(ctx.idempotency_key.encode()).hexdigest()[:6].upper()
     return {"confirmation": f"BK-{code}", "restaurant": args.restaurant, "city": args.city, "people": args.people}
 
 
 @tool(safe_to_retry=True, heartbeat_timeout=2.0)
 async def send_email(args: EmailArgs, ctx: ToolContext) -> dict:
-    """Send an email. Slow; safe to retry because the outbox is keyed by tool_call_id."""
+    """Send an email. Slow; safe to retry because the outbox is keyed by the idempotency key."""
     OUTBOX.parent.mkdir(parents=True, exist_ok=True)
     with OUTBOX.open("a") as f:
-        f.write(json.dumps({"event": "sending", "key": ctx.tool_call_id, "attempt": ctx.attempt}) + "\n")
+        f.write(json.dumps({"event": "sending", "key": ctx.idempotency_key, "attempt": ctx.attempt}) + "\n")
     for _ in range(6):  # a slow mail server; heartbeats tell Temporal we are alive
         await asyncio.sleep(0.5)
         ctx.heartbeat()
     sent = [json.loads(line) for line in OUTBOX.read_text().splitlines()]
-    if not any(e["event"] == "sent" and e["key"] == ctx.tool_call_id for e in sent):
+    if not any(e["event"] == "sent" and e["key"] == ctx.idempotency_key for e in sent):
         with OUTBOX.open("a") as f:
-            f.write(json.dumps({"event": "sent", "key": ctx.tool_call_id, "to": args.to}) + "\n")
-    return {"sent": True, "idempotency_key": ctx.tool_call_id}
+            f.write(json.dumps({"event": "sent", "key": ctx.idempotency_key, "to": args.to}) + "\n")
+    return {"sent": True, "idempotency_key": ctx.idempotency_key}
 
 
 def _results(messages: list[Message], tool: str) -> list[dict]:

@@ -6,7 +6,7 @@ It starts the Temporal dev server (with its UI) and a worker process, then:
    human's approval, approved here as the human would from the CLI;
 2. sends a follow-up whose tool is slow, kills the worker with SIGKILL while
    that tool runs, starts a new worker, and shows the run finishing with the
-   tool's side effect done once under its ``tool_call_id``;
+   tool's side effect done once under its ``idempotency_key``;
 3. forks the session at step 1 with a patched forecast, resumes the fork on
    Temporal, and compares the two trajectories.
 
