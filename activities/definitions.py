@@ -42,6 +42,8 @@ class ToolContext:
     attempt: int = 1
     agent: str = ""
     idempotency_key: str = ""
+    position: int | None = None
+    """Where this call's result goes in the session's transcript (what results are keyed by)."""
 
     def heartbeat(self, *details: Any) -> None:
         """Tell Temporal a long tool is alive (no-op outside a regular activity)."""

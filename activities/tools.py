@@ -120,6 +120,7 @@ class ToolActivities:
             attempt=starts + 1,
             agent=inp.agent,
             idempotency_key=idempotency_key(header, inp.position),
+            position=inp.position,
         )
         content, kind = await self._invoke(tool, args, ctx)
         # an approved call's result carries the reviewer's note and edited arguments, for the model

@@ -135,8 +135,8 @@ def crash_point(window: CrashWindow, session_id: str, **detail: Any) -> None:
 def record_side_effect(tool: str, ctx: ToolContext, event: str, *, safe: bool, **extra: Any) -> None:
     """Log a test tool's side effect (``start`` / ``end``) across processes."""
     store, recorded = _state["store"], None
-    if store is not None and event == "start":
-        recorded = store.tool_result(ctx.session_id, ctx.tool_call_id) is not None
+    if store is not None and event == "start" and ctx.position is not None:
+        recorded = store.tool_result(ctx.session_id, ctx.position) is not None
     append_record(
         SIDE_EFFECTS,
         {

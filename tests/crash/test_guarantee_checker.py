@@ -134,3 +134,21 @@ def test_failing_store_fails_the_nth_write_before_or_after_it_lands(tmp_path):
     with pytest.raises(StoreUnavailableError, match="landed"):
         after.append(header.model_copy(update={"message_count": 2}), 1, [Message.user("two")])
     assert inner.load_header("s").message_count == 2 and after.failures == [(1, "append")]
+
+
+def test_a_side_effect_log_says_whether_its_result_was_recorded_before(tmp_path):
+    """The check "a recorded result is never re-executed" reads this flag: it is keyed by position."""
+    from durable_agents import Message, ToolCall, ToolContext
+    from durable_agents.checkpoint import Checkpoint, SqliteStore
+    from durable_agents.testing import SIDE_EFFECTS, configured, read_records, record_side_effect
+
+    store = SqliteStore(tmp_path / "s.db")
+    calls = [ToolCall(id="call_0", name="t", arguments={}), ToolCall(id="call_0", name="t", arguments={})]
+    store.save(Checkpoint(session_id="s", messages=[Message.user("go"), Message(role="assistant", tool_calls=calls)]))
+    store.record_tool_result("s", 2, Message.tool_result(calls[0], "done"), 2, 2)
+    with configured(log_dir=tmp_path / "logs", store=store):
+        for position in (2, 3):  # the same model id, two calls: only the first has a result
+            ctx = ToolContext(tool_call_id="call_0", session_id="s", step=1, position=position)
+            record_side_effect("t", ctx, "start", safe=True)
+    assert [r["recorded_before"] for r in read_records(tmp_path / "logs", SIDE_EFFECTS)] == [True, False]
+    store.close()
