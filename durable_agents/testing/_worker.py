@@ -137,12 +137,20 @@ class WorkerProcess:
         from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 
         identity = f"{self.pid}@{socket.gethostname()}"
+        from temporalio.service import RPCError, RPCStatusCode
+
+        transient = {RPCStatusCode.CANCELLED, RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.UNAVAILABLE}
         for kind in (TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW, TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY):
-            resp = await client.workflow_service.describe_task_queue(
-                DescribeTaskQueueRequest(
-                    namespace=client.namespace, task_queue=TaskQueue(name=self.task_queue), task_queue_type=kind
+            try:
+                resp = await client.workflow_service.describe_task_queue(
+                    DescribeTaskQueueRequest(
+                        namespace=client.namespace, task_queue=TaskQueue(name=self.task_queue), task_queue_type=kind
+                    )
                 )
-            )
+            except RPCError as e:
+                if e.status not in transient:
+                    raise
+                return False  # a busy server: ask again (the caller's deadline bounds it)
             if identity not in {p.identity for p in resp.pollers}:
                 return False
         return True
