@@ -16,16 +16,14 @@ from typing import Any, TypeVar
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_exception
+from temporalio.exceptions import ActivityError, is_cancelled_exception
 from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
     import durable_agents.activities.contracts as c
-    from durable_agents.activities.approvals import ApprovalActivities
     from durable_agents.activities.model import ModelActivities
     from durable_agents.activities.session import SessionActivities
-    from durable_agents.activities.tools import ToolActivities
-    from durable_agents.checkpoint.format import CheckpointStatus, FinishReason, Message, RunConfig, ToolCall, ToolSpec
+    from durable_agents.checkpoint.format import CheckpointStatus, FinishReason, Message, RunConfig
     from durable_agents.workflows import options, search
     from durable_agents.workflows.approvals import ApprovalGate
     from durable_agents.workflows.contracts import (
@@ -36,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
         ResumePoint,
         RunSummary,
     )
+    from durable_agents.workflows.tool_steps import ToolSteps
 
 WAIT_CANCEL = ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
 In = TypeVar("In")
@@ -43,7 +42,7 @@ Out = TypeVar("Out")
 
 
 @workflow.defn(name=AGENT_RUN_WORKFLOW)
-class AgentRunWorkflow:
+class AgentRunWorkflow(ToolSteps):
     """One run of a session. Its state lives here; activities get references to it."""
 
     def __init__(self) -> None:
@@ -192,134 +191,6 @@ class AgentRunWorkflow:
         self.state.usage = turn.usage
         return turn
 
-    # -- tools and approvals ------------------------------------------------------
-    async def _run_tools(self) -> None:
-        """Run the turn's calls in order; a call that needs approval pauses the batch there."""
-        calls = self.state.pending_tool_calls
-        batch = Batch(start=self.state.message_count, calls=calls)
-        limit = asyncio.Semaphore(self.config.tool_concurrency)
-
-        async def run_one(index: int) -> int:
-            async with limit:
-                return await self._execute_tool(calls[index], batch, index)
-
-        needs = await self._needs_approval(calls)
-        recorded = batch.start
-        start = 0
-        while start < len(calls):
-            gated = next((i for i in range(start, len(calls)) if needs[i]), len(calls))
-            done = await asyncio.gather(*(run_one(i) for i in range(start, gated)))
-            recorded = max([recorded, *done])
-            if gated == len(calls):
-                break
-            recorded = max(recorded, await self._approval(batch, gated, recorded))
-            start = gated + 1
-        if recorded != batch.end:
-            raise ApplicationError(
-                f"tool results recorded through {recorded}, expected {batch.end}", non_retryable=True
-            )
-        self.state.message_count = recorded
-        self.state.tool_calls += len(calls)
-        self.state.pending_tool_calls = []
-        self.state.recorded_positions = []
-
-    async def _needs_approval(self, calls: list[ToolCall]) -> list[bool]:
-        """Which calls a human must decide; a call whose result is already recorded needs none."""
-        start, recorded = self.state.message_count, set(self.state.recorded_positions)
-        needs = await self._gates(calls)
-        return [need and start + i not in recorded for i, need in enumerate(needs)]
-
-    async def _gates(self, calls: list[ToolCall]) -> list[bool]:
-        specs = [self._spec(call) for call in calls]
-        if not any(spec and spec.approval_conditional for spec in specs):
-            return [bool(spec and spec.needs_approval) for spec in specs]
-        checked = await self._store(
-            ApprovalActivities.check_approvals,
-            c.CheckApprovalsInput(
-                session_id=self.session_id,
-                agent=self.config.agent,
-                step=self.state.step_index,
-                calls=calls,
-                batch_start=self.state.message_count,
-                turn_position=self._refs_turn(),
-            ),
-        )
-        return checked.needs_approval
-
-    async def _approval(self, batch: Batch, index: int, recorded: int) -> int:
-        call, remaining = batch.calls[index], batch.calls[index + 1 :]
-        decision = self._gate.take_preset(call.id)
-        if decision is None:
-            decision = await self._wait_for_decision(call, remaining, recorded)
-        done = await self._store(
-            ApprovalActivities.record_decision,
-            c.RecordDecisionInput(
-                session_id=self.session_id,
-                decision=decision,
-                call=call,
-                batch_start=batch.start,
-                batch=batch.ids,
-                index=index,
-            ),
-        )
-        if not decision.approved:
-            return done.recorded_through
-        if decision.arguments is not None:  # a human's edit runs instead of the model's arguments
-            edited = call.model_copy(update={"arguments": decision.arguments})
-            return await self._execute_tool(edited, batch, index, arguments_in_store=False)
-        return await self._execute_tool(call, batch, index)
-
-    async def _wait_for_decision(self, call: ToolCall, remaining: list[ToolCall], recorded: int) -> c.ApprovalDecision:
-        approval_id = str(workflow.uuid4())
-        await self._store(
-            ApprovalActivities.pause_for_approval,
-            c.PauseForApprovalInput(
-                session_id=self.session_id,
-                approval_id=approval_id,
-                remaining_tool_calls=remaining,
-                turn_position=self._refs_turn(),
-            ),
-        )
-        spec = self._spec(call)
-        pending = self._gate.open(
-            approval_id, self.session_id, self.config.agent, call, remaining,
-            spec.approval_timeout_seconds if spec else None,
-        )  # fmt: skip
-        self._outcome = self._summary(FinishReason.AWAITING_APPROVAL, approval_id)
-        self._outcome.message_count = recorded
-        self._publish(CheckpointStatus.AWAITING_APPROVAL, approval_id)
-        self._set_details(f"awaiting approval {approval_id} for {call.name}")
-        decision = await self._gate.wait(pending)
-        self._publish(CheckpointStatus.IN_PROGRESS, None)
-        return decision
-
-    async def _execute_tool(self, call: ToolCall, batch: Batch, index: int, arguments_in_store: bool = True) -> int:
-        spec = self._spec(call)
-        self._set_details(f"tool {call.name}")
-        out = await self._call(
-            ToolActivities.execute_tool,
-            c.ExecuteToolInput(
-                session_id=self.session_id,
-                agent=self.config.agent,
-                step=self.state.step_index,
-                call=call,
-                batch_start=batch.start,
-                batch=batch.ids,
-                safe_to_retry=bool(spec and spec.safe_to_retry),
-                index=index,
-                turn_position=self._refs_turn() if arguments_in_store else None,
-                arguments_in_store=arguments_in_store and self._refs_turn() is not None,
-            ),
-            timeout=(spec.timeout_seconds if spec else options.TOOL_TIMEOUT_SECONDS)
-            + options.TOOL_TIMEOUT_MARGIN_SECONDS,
-            heartbeat=(spec.heartbeat_seconds or options.TOOL_HEARTBEAT_SECONDS)
-            if spec
-            else options.TOOL_HEARTBEAT_SECONDS,
-            retry=options.TOOL_RETRY,
-            summary=f"tool {call.name} {call.id}",
-        )
-        return out.recorded_through
-
     # -- endings --------------------------------------------------------------------
     async def _abort(self) -> RunSummary:
         """Cancelled: unfinished calls get ``cancelled`` results; the checkpoint stays resumable."""
@@ -377,13 +248,6 @@ class AgentRunWorkflow:
     @property
     def session_id(self) -> str:
         return self.inp.session_id
-
-    def _refs_turn(self) -> int | None:
-        """The pending calls' turn when they are references (their arguments in the store)."""
-        return self.state.turn_position if self.state.arguments_in_store else None
-
-    def _spec(self, call: ToolCall) -> ToolSpec | None:
-        return next((t for t in self.config.tools if t.name == call.name), None)
 
     async def _store(self, fn: Callable[[Any, In], Awaitable[Out]], arg: In, summary: str | None = None) -> Out:
         return await self._call(
@@ -452,16 +316,3 @@ def _status_after(reason: FinishReason) -> CheckpointStatus:
     if reason == FinishReason.AWAITING_APPROVAL:
         return CheckpointStatus.AWAITING_APPROVAL
     return CheckpointStatus.IN_PROGRESS
-
-
-class Batch:
-    """One model turn's tool calls and where their results go."""
-
-    def __init__(self, start: int, calls: list[ToolCall]) -> None:
-        self.start = start
-        self.calls = calls
-        self.ids = [call.id for call in calls]
-
-    @property
-    def end(self) -> int:
-        return self.start + len(self.calls)
