@@ -22,6 +22,7 @@ demo: $(STAMP)
 test: $(STAMP)
 	bash scripts/ensure-postgres.sh
 	bash scripts/ensure-chromium.sh
+	PYTHON=$(PYTHON) bash scripts/ensure-llama-server.sh
 	$(BIN)/python -P -m pytest -q
 
 test-unit: $(STAMP)
@@ -33,10 +34,14 @@ lint: $(STAMP)
 	PYTHON=$(BIN)/python bash scripts/typecheck.sh
 
 bench: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[bench]' || echo "bench extra not installed: compare.py runs without Pydantic AI"
+	$(BIN)/python bench/compare.py --steps 30 --rounds 5 --sessions 20
+	$(BIN)/python bench/long_session.py --steps 2000
 	$(BIN)/python bench/step_overhead.py --steps 30 --runs 3
 	$(BIN)/python bench/concurrency.py --sessions 20 --steps 30
 	$(BIN)/python bench/history_storage.py
 	$(BIN)/python bench/fork_compare.py
+	$(BIN)/python bench/anthropic_caching.py
 
 clean:
-	rm -rf $(VENV) .durable-agents
+	rm -rf $(VENV) .venv-llama .durable-agents

@@ -31,7 +31,10 @@ from durable_agents.activities.contracts import (
 )
 from durable_agents.activities.definitions import ToolContext
 from durable_agents.activities.deps import ActivityDeps
+from durable_agents.activities.events import streams, write_events_now
 from durable_agents.activities.keys import idempotency_key
+from durable_agents.activities.step_events import approval_decided, approval_requested, rejected_call
+from durable_agents.checkpoint.events import parse_event
 from durable_agents.checkpoint.format import CheckpointHeader, CheckpointStatus, Decision, Message
 
 
@@ -108,6 +111,10 @@ class ApprovalActivities:
         needs = []
         for index, call in enumerate(calls):
             tool = agent.tool_named(call.name)
+            if tool is None and agent.mcp_servers:  # an MCP tool: its gate is in the run's config
+                from durable_agents.activities.mcp import recorded_mcp_tool
+
+                tool = await recorded_mcp_tool(self.deps, agent, inp.session_id, call.name)
             try:
                 args = tool.input_model.model_validate(call.arguments) if tool else None
             except ValidationError:
@@ -139,6 +146,11 @@ class ApprovalActivities:
                 header.message_count,
                 [],
             )
+            if streams(header):
+                events = [approval_requested(self.deps, inp, remaining)]
+                if inp.outcome is not None:  # the run's RunPaused, which the workflow made
+                    events.append((f"outcome:{inp.approval_id}", parse_event(inp.outcome)))
+                write_events_now(self.deps, inp.session_id, events)
 
         await self.deps.in_store(write)
 
@@ -164,9 +176,15 @@ class ApprovalActivities:
                 header.message_count,
                 [],
             )
+            if streams(header):
+                write_events_now(self.deps, inp.session_id, [approval_decided(inp)])
             if inp.decision.approved:
                 return header.message_count
             rejected = Message.tool_result(inp.call, rejection_content(inp.decision.note), is_error=True)
-            return store.record_tool_result(inp.session_id, inp.position, rejected, inp.batch_start, len(inp.batch))
+            count = store.record_tool_result(inp.session_id, inp.position, rejected, inp.batch_start, len(inp.batch))
+            if streams(header):
+                finished = rejected_call(inp, header.step_index, store.tool_result(inp.session_id, inp.position))
+                write_events_now(self.deps, inp.session_id, [finished])
+            return count
 
         return RecordDecisionOutput(recorded_through=await self.deps.in_store(write))

@@ -13,7 +13,16 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from durable_agents.checkpoint.fingerprint import AgentDrift
-from durable_agents.checkpoint.format import FinishReason, Message, RunConfig, ToolCall, Usage
+from durable_agents.checkpoint.format import (
+    FinishReason,
+    Message,
+    ModelSettings,
+    RunConfig,
+    RunError,
+    ToolCall,
+    Usage,
+    UsageLimits,
+)
 
 BEGIN_RUN = "durable_agents.begin_run"
 MODEL_TURN = "durable_agents.model_turn"
@@ -24,6 +33,8 @@ ABORT_RUN = "durable_agents.abort_run"
 CHECK_APPROVALS = "durable_agents.check_approvals"
 PAUSE_FOR_APPROVAL = "durable_agents.pause_for_approval"
 RECORD_DECISION = "durable_agents.record_decision"
+RECORD_FAILURE = "durable_agents.record_failure"
+RECORD_EVENTS = "durable_agents.record_events"
 
 
 class RunState(BaseModel):
@@ -43,6 +54,8 @@ class RunState(BaseModel):
     """Where the assistant turn of ``pending_tool_calls`` is in the transcript."""
     arguments_in_store: bool = False
     """False in histories recorded before tool calls travelled as references."""
+    output_retries: int = 0
+    """Invalid final answers sent back in this run."""
     recorded_positions: list[int] = Field(default_factory=list)
     """Pending calls whose result is already recorded (e.g. by a fork's patch): they are
     neither run nor gated again; their result is appended in call order."""
@@ -67,6 +80,15 @@ class BeginRunInput(BaseModel):
     """Override of the agent's model for this run (e.g. from the CLI)."""
     resolve_approval_id: str | None = None
     """Resume a session paused on this approval (its run had closed before the decision)."""
+    model_settings: ModelSettings | None = None
+    """This run's model settings (replacing the agent's); a resume keeps the recorded ones."""
+    usage_limits: UsageLimits | None = None
+    parent_session_id: str | None = None
+    """Set for a sub-agent's run: a new session records its parent (and the parent's call)."""
+    parent_tool_call_id: str | None = None
+    parent_session_uid: str | None = None
+    stream: bool | None = None
+    """The run streams: its events go to the store's event log (``RunConfig.stream``)."""
 
 
 class BeginRunOutput(BaseModel):
@@ -85,6 +107,8 @@ class ModelTurnInput(BaseModel):
     step: int
     """The session's step number this turn becomes."""
     finish_if_no_tools: bool = True
+    output_retries_used: int = 0
+    """Invalid final answers already sent back in this run (structured output)."""
 
 
 class ModelTurnOutput(BaseModel):
@@ -95,6 +119,10 @@ class ModelTurnOutput(BaseModel):
     """The session's total usage after this turn."""
     replayed: bool = False
     """True when the turn was already stored and the provider was not called."""
+    appended: int = 1
+    """Messages stored: the turn, plus what structured output stored after it."""
+    output_retry: bool = False
+    """The turn's answer failed the agent's ``output_type``; the error was sent back."""
 
 
 class ExecuteToolInput(BaseModel):
@@ -127,6 +155,21 @@ class ExecuteToolOutput(BaseModel):
     """``result``, ``error``, ``validation-error``, ``unknown-tool`` or ``tool-durability-error``."""
     recorded_through: int = 0
     """Messages in the checkpoint after recording (the in-order prefix)."""
+
+
+class RecordEventsInput(BaseModel):
+    """Events a streamed run's workflow writes to the session's event log (its outcome)."""
+
+    session_id: str
+    events: list[dict[str, Any]]
+    """Each an event of ``durable_agents.checkpoint.events`` as JSON (camelCase)."""
+    keys: list[str | None] = Field(default_factory=list)
+    """One per event: an event whose key the log holds already is not written again."""
+
+
+class RecordFailureInput(BaseModel):
+    session_id: str
+    error: RunError
 
 
 class FinishRunInput(BaseModel):
@@ -178,6 +221,12 @@ class PendingApproval(BaseModel):
     requested_at: datetime
     remaining_tool_calls: list[ToolCall] = Field(default_factory=list)
     timeout_at: datetime | None = None
+    subagent_session_id: str | None = None
+    """Set when the call waits in a sub-agent's session (``session_id`` is the session to
+    approve: the run that called the sub-agent); ``remaining_tool_calls`` are the sub-agent's."""
+    subagent_agent: str | None = None
+    parent_session_id: str | None = None
+    """Set when ``session_id`` is itself a sub-agent's session (its parent lists it too)."""
 
 
 class CheckApprovalsInput(BaseModel):
@@ -202,6 +251,8 @@ class PauseForApprovalInput(BaseModel):
     turn_position: int | None = None
     """Set when ``remaining_tool_calls`` are references: the activity saves them with their
     arguments, read from this turn."""
+    outcome: dict[str, Any] | None = None
+    """A streamed run's ``RunPaused`` event (JSON), written to its event log with the pause."""
 
 
 class RecordDecisionInput(BaseModel):

@@ -6,6 +6,7 @@ activity runs them; the workflow only ever sees their data, a ``RunConfig``.
 
 from __future__ import annotations
 
+import copy
 import inspect
 import re
 from collections.abc import Awaitable, Callable, Sequence
@@ -15,10 +16,15 @@ from typing import Any, Literal, TypeVar, get_type_hints, overload
 from pydantic import BaseModel
 from temporalio import activity
 
+from durable_agents.activities.hooks import Hooks
+from durable_agents.activities.mcp_servers import MCPServerHTTP, MCPServerStdio, check_servers
+from durable_agents.activities.output import OUTPUT_TOOL, default_output_mode
+from durable_agents.activities.providers.anthropic_settings import check_thinking
 from durable_agents.activities.providers.registry import check_model_string
+from durable_agents.activities.subagents import DEFAULT_MAX_DEPTH, SubAgent, as_tool, check_subagents
 from durable_agents.checkpoint.errors import ConfigurationError
 from durable_agents.checkpoint.fingerprint import compute_fingerprint
-from durable_agents.checkpoint.format import Fingerprint, RunConfig, ToolSpec
+from durable_agents.checkpoint.format import Fingerprint, ModelSettings, RunConfig, ToolSpec, UsageLimits
 
 DriftPolicy = Literal["warn", "error", "ignore"]
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
@@ -175,6 +181,29 @@ class Agent:
     """Seconds without a heartbeat after which a model call's worker counts as dead."""
     local_activities: bool = False
     """Run steps as local activities: several times less orchestration overhead; see the README."""
+    model_settings: ModelSettings | None = None
+    """Sampling, tool choice and provider extras (recorded per run; ``send(model_settings=…)`` overrides)."""
+    usage_limits: UsageLimits | None = None
+    """Per-run limits on requests, tokens and cost (``send(usage_limits=…)`` overrides)."""
+    output_type: type[BaseModel] | None = None
+    """A pydantic model the final answer must validate against (``RunResult.output``)."""
+    output_mode: Literal["native", "tool"] | None = None
+    """How the answer is asked for: the provider's structured output, or a ``final_result``
+    tool; None: native for ``openai:``/``scripted:``, the tool otherwise."""
+    output_retries: int = 2
+    """How many times an invalid answer is sent back with its validation error."""
+    hooks: Hooks | None = None
+    """Your code around each tool call and model turn, run in activities (``durable_agents.Hooks``)."""
+    mcp_servers: Sequence[MCPServerStdio | MCPServerHTTP] = field(default_factory=list)
+    """MCP servers whose tools the agent offers (listed at each run's start; see the README)."""
+    subagents: Sequence[Agent | SubAgent] = field(default_factory=list)
+    """Agents this one calls as tools, each call a child workflow (``agent.as_tool(...)`` to
+    name or describe one; see ``durable_agents.activities.subagents``)."""
+    max_subagent_depth: int = DEFAULT_MAX_DEPTH
+    """How deep sub-agents may nest below this agent (checked here, and at run time)."""
+    _mcp_tools: tuple[ToolSpec, ...] = field(default=(), init=False, repr=False, compare=False)
+    _subagent_tools: tuple[SubAgent, ...] = field(default=(), init=False, repr=False, compare=False)
+    """The MCP servers' tools as one run listed them (see :meth:`with_mcp_tools`)."""
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name or ""):
@@ -198,28 +227,130 @@ class Agent:
         if self.on_agent_drift not in ("warn", "error", "ignore"):
             raise ConfigurationError(f"agent {self.name!r}: on_agent_drift must be 'warn', 'error' or 'ignore'")
         self.tools = list(self.tools)
+        self.mcp_servers = check_servers(self.name, self.mcp_servers)
+        self.subagents = list(self.subagents)
+        self._subagent_tools = check_subagents(self, self.subagents, [t.name for t in self.tools])
+        check_model_settings(
+            self.name, self.model_settings, [*(t.name for t in self.tools), *(s.name for s in self._subagent_tools)]
+        )
+        check_thinking(self.name, self.model_settings, self.max_tokens)
+        check_usage_limits(self.name, self.model, self.usage_limits)
+        self._check_output()
+
+    def _check_output(self) -> None:
+        if self.output_type is None:
+            return
+        if not (isinstance(self.output_type, type) and issubclass(self.output_type, BaseModel)):
+            raise ConfigurationError(f"agent {self.name!r}: output_type must be a pydantic model class")
+        if self.output_mode not in (None, "native", "tool") or self.output_retries < 0:
+            raise ConfigurationError(
+                f"agent {self.name!r}: output_mode must be 'native' or 'tool', output_retries 0 or more"
+            )
+        if self.tool_named(OUTPUT_TOOL) is not None or self.subagent_named(OUTPUT_TOOL) is not None:
+            raise ConfigurationError(
+                f"agent {self.name!r} has a tool named {OUTPUT_TOOL!r}, the name of its output tool; rename it"
+            )
 
     def tool_named(self, name: str) -> Tool | None:
         return next((t for t in self.tools if t.name == name), None)
 
-    def run_config(self, model: str | None = None) -> RunConfig:
+    def has_tool(self, name: str) -> bool:
+        """A local tool, a sub-agent, or an MCP tool this run listed."""
+        return (
+            self.tool_named(name) is not None
+            or self.subagent_named(name) is not None
+            or any(t.name == name for t in self._mcp_tools)
+        )
+
+    @property
+    def subagent_tools(self) -> tuple[SubAgent, ...]:
+        return self._subagent_tools
+
+    def subagent_named(self, name: str) -> SubAgent | None:
+        return next((s for s in self._subagent_tools if s.name == name), None)
+
+    def as_tool(
+        self, *, name: str | None = None, description: str | None = None, input_model: type[BaseModel] | None = None
+    ) -> SubAgent:
+        """This agent as another agent's tool: ``Agent(..., subagents=[me.as_tool(description=...)])``.
+        Input: ``{"task": str}``, or ``input_model`` (its JSON is the sub-agent's input)."""
+        return as_tool(self, name=name, description=description, input_model=input_model)
+
+    def with_mcp_tools(self, specs: Sequence[ToolSpec]) -> Agent:
+        """This agent for one run whose MCP servers listed ``specs``: its run config and
+        fingerprint include them. (Without a listing, which is I/O, they cover local tools only.)"""
+        listed = copy.copy(self)
+        listed._mcp_tools = tuple(specs)
+        return listed
+
+    def run_config(
+        self,
+        model: str | None = None,
+        settings: ModelSettings | None = None,
+        limits: UsageLimits | None = None,
+    ) -> RunConfig:
+        """The run's recorded definition; ``settings``/``limits`` are the run's own (they replace the agent's)."""
         return RunConfig(
             agent=self.name,
             model=model or self.model,
             model_override=model,
             instructions=self.instructions,
-            tools=[t.spec() for t in self.tools],
+            tools=[*(t.spec() for t in self.tools), *self._mcp_tools, *(s.spec() for s in self._subagent_tools)],
             max_steps=self.max_steps,
             tool_concurrency=self.tool_concurrency,
             max_tokens=self.max_tokens,
             model_timeout_seconds=self.model_timeout,
             model_heartbeat_seconds=self.model_heartbeat_timeout,
             local_activities=self.local_activities,
+            model_settings=settings or self.model_settings,
+            usage_limits=limits or self.usage_limits,
+            **self._output_config(model or self.model),
         )
+
+    def _output_config(self, model: str) -> dict[str, Any]:
+        if self.output_type is None:
+            return {}
+        return {
+            "output_schema": self.output_type.model_json_schema(),
+            "output_name": self.output_type.__name__,
+            "output_mode": self.output_mode or default_output_mode(model),
+            "output_retries": self.output_retries,
+        }
 
     def fingerprint(self, model: str | None = None) -> Fingerprint:
         return compute_fingerprint(
             model or self.model,
             self.instructions,
-            [(t.name, t.input_model.model_json_schema()) for t in self.tools],
+            [
+                *((t.name, t.input_model.model_json_schema()) for t in self.tools),
+                *((t.name, t.input_schema) for t in self._mcp_tools),
+            ],
         )
+
+
+TOOL_CHOICES = ("auto", "required", "none")
+
+
+def check_model_settings(agent: str, settings: ModelSettings | None, tools: Sequence[str]) -> None:
+    choice = settings.tool_choice if settings else None
+    if choice is not None and choice not in TOOL_CHOICES and choice not in tools:
+        raise ConfigurationError(
+            f"agent {agent!r}: tool_choice {choice!r} is not 'auto', 'required', 'none' or one of its tools "
+            f"({', '.join(tools) or 'it has none'})"
+        )
+
+
+def check_usage_limits(agent: str, model: str, limits: UsageLimits | None) -> None:
+    if limits is None:
+        return
+    counts = [limits.max_requests, limits.max_input_tokens, limits.max_output_tokens, limits.max_total_tokens]
+    if any(n is not None and n < 1 for n in counts) or (limits.max_cost_usd is not None and limits.max_cost_usd <= 0):
+        raise ConfigurationError(f"agent {agent!r}: usage limits must be positive (got {limits.to_json()})")
+    if limits.max_cost_usd is not None and limits.price is None:
+        from durable_agents.checkpoint.pricing import price_of
+
+        if price_of(model) is None:
+            raise ConfigurationError(
+                f"agent {agent!r}: max_cost_usd needs a price for {model!r}, which the shipped table does not "
+                "have; give UsageLimits(price=ModelPrice(input=…, output=…)) in US dollars per million tokens"
+            )

@@ -15,10 +15,13 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from durable_agents.activities.definitions import Agent
+from durable_agents.activities.mcp_client import MCPConnections
 from durable_agents.activities.providers.registry import ProviderRegistry
+from durable_agents.activities.transcript_cache import TranscriptCache
 from durable_agents.checkpoint.errors import CheckpointNotFoundError, DurableAgentsError, FailureType
-from durable_agents.checkpoint.format import CheckpointHeader, ToolCall
+from durable_agents.checkpoint.format import CheckpointHeader, Message, ToolCall
 from durable_agents.checkpoint.stores.base import CheckpointStore
+from durable_agents.checkpoint.stores.encrypted import refuse_sealed
 
 T = TypeVar("T")
 
@@ -31,6 +34,10 @@ class ActivityDeps:
     store: CheckpointStore
     agents: Mapping[str, Agent]
     providers: ProviderRegistry = field(default_factory=ProviderRegistry)
+    mcp: MCPConnections = field(default_factory=MCPConnections)
+    """The worker's MCP sessions (closed when the worker stops, by its plugin)."""
+    transcripts: TranscriptCache = field(default_factory=TranscriptCache)
+    """The worker's cached transcripts: a step reads only the messages added since."""
 
     def agent(self, name: str) -> Agent:
         agent = self.agents.get(name)
@@ -56,6 +63,13 @@ class ActivityDeps:
                 session_id=session_id,
             )
         return header
+
+    def transcript(self, session_id: str) -> tuple[CheckpointHeader | None, list[Message]]:
+        """The session's latest header and whole transcript (``(None, [])``: no such
+        session), in one store read of what this worker has not cached yet. Messages
+        sealed at rest, read through a store without the keys, are refused (each
+        message is checked once, when it is read)."""
+        return self.transcripts.read(self.store, session_id, lambda new: refuse_sealed(new, session_id))
 
     def stored_call(self, session_id: str, turn_position: int, position: int) -> ToolCall:
         """The call (with its arguments) whose result goes at ``position``, from its stored turn."""

@@ -11,18 +11,25 @@ from __future__ import annotations
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from durable_agents.activities import metrics
 from durable_agents.activities.contracts import MODEL_TURN, ModelTurnInput, ModelTurnOutput, call_ref
 from durable_agents.activities.deps import ActivityDeps, heartbeating
+from durable_agents.activities.events import TurnStream, generate, turn_stream
+from durable_agents.activities.hooks import run_hook
+from durable_agents.activities.output import OUTPUT_TOOL, OutputCheck, check_turn, output_tool_spec
 from durable_agents.activities.providers.base import ModelRequest, ModelResponse
 from durable_agents.activities.providers.registry import split_model_string
 from durable_agents.activities.transcript import repaired_turn
 from durable_agents.checkpoint.errors import FailureType
 from durable_agents.checkpoint.format import (
+    FORMAT_VERSION,
     CheckpointHeader,
     CheckpointStatus,
     FinishReason,
     Message,
+    ModelSettings,
     Role,
+    Usage,
 )
 
 
@@ -33,7 +40,8 @@ class ModelActivities:
     @activity.defn(name=MODEL_TURN)
     async def model_turn(self, inp: ModelTurnInput) -> ModelTurnOutput:
         store = self.deps.store
-        header = await self.deps.in_store(store.load_header, inp.session_id)
+        # one read: the header and the messages this worker has not cached (O(1) per step)
+        header, transcript = await self.deps.in_store(self.deps.transcript, inp.session_id)
         if header is None or header.run_config is None or header.message_count < inp.position:
             raise ApplicationError(
                 f"session {inp.session_id!r} has no checkpoint at message {inp.position}; "
@@ -41,21 +49,41 @@ class ModelActivities:
                 type=FailureType.CHECKPOINT_NOT_FOUND,
                 non_retryable=True,
             )
+        events = await turn_stream(self.deps, header, inp.session_id, inp.step)  # None unless the run streams
         if header.message_count > inp.position:
-            stored = await self.deps.in_store(store.load_messages, inp.session_id, inp.position, inp.position + 1)
+            stored = transcript[inp.position : inp.position + 1]
             if stored[0].role == Role.ASSISTANT:
+                if events is not None and not events.turn_recorded:
+                    await events.stored(stored[0], Usage(), header.usage, replayed=True)
+                check = self._check_output(header, stored[0])
+                if check is not None:  # stored with what followed it, in one write
+                    return self._output_turn(check, header.usage, header, inp, replayed=True)
                 return ModelTurnOutput(
                     tool_calls=[call_ref(c) for c in stored[0].tool_calls or []],
                     arguments_in_store=True,
                     usage=header.usage,
                     replayed=True,
                 )
-        messages = await self.deps.in_store(store.load_messages, inp.session_id, 0, inp.position)
+        messages = transcript[: inp.position]
+        # (sealed messages without --store-encryption were refused as they were read: deps.transcript)
         async with heartbeating(max(header.run_config.model_heartbeat_seconds / 4, 0.25)):
-            response = await self._generate(header, messages, inp)
+            response = await self._generate(header, messages, inp, events)
+        metrics.model_turn(header.run_config.agent, header.run_config.model, response.usage)
         turn = repaired_turn(response.message)  # stored once, valid: never a retry (or a second paid call)
         usage = header.usage + response.usage
-        grown = {"message_count": inp.position + 1, "step_index": inp.step, "usage": usage}
+        check = self._check_output(header, turn)
+        if check is not None:
+            written = self._output_header(header, inp, check, usage)
+            await self.deps.in_store(store.append, written, inp.position, [turn, *check.extra])
+            if events is not None:
+                await events.stored(turn, response.usage, usage)
+            return self._output_turn(check, usage, header, inp)
+        grown = {
+            "message_count": inp.position + 1,
+            "step_index": inp.step,
+            "usage": usage,
+            "format_version": FORMAT_VERSION,  # the turn may carry parts, which format 1 has not
+        }
         if not turn.tool_calls and inp.finish_if_no_tools:
             updated = header.finished(FinishReason.STOP, **grown)
         else:
@@ -63,29 +91,100 @@ class ModelActivities:
                 update={**grown, "status": CheckpointStatus.IN_PROGRESS, "finish_reason": None, "updated_at": None}
             )
         await self.deps.in_store(store.append, updated, inp.position, [turn])
+        if events is not None:
+            await events.stored(turn, response.usage, usage)
         return ModelTurnOutput(
             tool_calls=[call_ref(c) for c in turn.tool_calls or []], arguments_in_store=True, usage=usage
         )
 
-    async def _generate(self, header: CheckpointHeader, messages: list[Message], inp: ModelTurnInput) -> ModelResponse:
+    # -- structured output ---------------------------------------------------------------
+    def _check_output(self, header: CheckpointHeader, turn: Message) -> OutputCheck | None:
+        config = header.run_config
+        if config is None or config.output_schema is None:
+            return None
+        output_type = self.deps.agent(config.agent).output_type
+        if output_type is None:
+            raise ApplicationError(
+                f"the run of agent {config.agent!r} asks for structured output, but this worker's agent "
+                "has no output_type: deploy the agent the run started with",
+                type=FailureType.CONFIGURATION,
+                non_retryable=True,
+            )
+        return check_turn(turn, config, output_type)
+
+    @staticmethod
+    def _output_header(
+        header: CheckpointHeader, inp: ModelTurnInput, check: OutputCheck, usage: Usage
+    ) -> CheckpointHeader:
+        grown = {
+            "message_count": inp.position + 1 + len(check.extra),
+            "step_index": inp.step,
+            "usage": usage,
+            "format_version": FORMAT_VERSION,
+        }
+        if check.done:
+            return header.finished(FinishReason.STOP, output=check.output, **grown)
+        return header.model_copy(
+            update={**grown, "status": CheckpointStatus.IN_PROGRESS, "finish_reason": None, "updated_at": None}
+        )
+
+    @staticmethod
+    def _output_turn(
+        check: OutputCheck, usage: Usage, header: CheckpointHeader, inp: ModelTurnInput, replayed: bool = False
+    ) -> ModelTurnOutput:
+        config = header.run_config
+        assert config is not None
+        if check.invalid and inp.output_retries_used >= config.output_retries:
+            raise ApplicationError(
+                f"the model's answer does not match {config.output_name} after "
+                f"{inp.output_retries_used + 1} attempts: {check.error}. The last error was sent back to "
+                "the model: resume the session to let it try again, or raise output_retries",
+                type=FailureType.OUTPUT_INVALID,
+                non_retryable=True,
+            )
+        return ModelTurnOutput(
+            usage=usage, replayed=replayed, appended=1 + len(check.extra), output_retry=check.invalid
+        )
+
+    async def _generate(
+        self, header: CheckpointHeader, messages: list[Message], inp: ModelTurnInput, events: TurnStream | None = None
+    ) -> ModelResponse:
         config = header.run_config
         assert config is not None
         provider_name, model = split_model_string(config.model)
         provider = self.deps.providers.get(provider_name)
-        response = await provider.generate(
-            ModelRequest(
-                model=model,
-                messages=messages,
-                tools=config.tools,
-                max_tokens=config.max_tokens,
-                session_id=inp.session_id,
-                step=inp.step,
-            )
+        settings = config.model_settings or ModelSettings()
+        tools, native = list(config.tools), config.output_schema is not None and config.output_mode == "native"
+        if config.output_schema is not None and config.output_mode == "tool":
+            tools.append(output_tool_spec(config))
+            # forced when it is the only tool (Anthropic refuses a forced tool with thinking on)
+            if settings.tool_choice is None and not config.tools and settings.thinking_budget_tokens is None:
+                settings = settings.model_copy(update={"tool_choice": OUTPUT_TOOL})
+        request = ModelRequest(
+            model=model,
+            messages=[],
+            tools=tools,
+            max_tokens=config.max_tokens,
+            settings=settings,
+            output_schema=config.output_schema if native else None,
+            output_name=config.output_name if native else None,
+            session_id=inp.session_id,
+            step=inp.step,
         )
+        request.messages = messages  # as stored, validated once: not checked again (O(session) per step)
+        hooks = self.deps.agent(config.agent).hooks if config.agent in self.deps.agents else None
+        if hooks is not None and hooks.before_model is not None:
+            changed = await run_hook("before_model", hooks.before_model, request)
+            request = changed if isinstance(changed, ModelRequest) else request
+        response = await generate(provider, request, events)  # its text streamed as deltas when the run streams
         if response.message.role != Role.ASSISTANT:
             raise ApplicationError(
                 f"{provider_name} returned a {response.message.role} turn, not an assistant turn",
                 type=FailureType.MODEL_PROVIDER_MALFORMED_REPLY,
                 non_retryable=True,
             )
+        if hooks is not None and hooks.after_model is not None:  # before the turn is stored: runs once per turn
+            changed = await run_hook("after_model", hooks.after_model, response.message)
+            if isinstance(changed, Message):
+                response = response.model_copy(update={"message": changed})
         return response

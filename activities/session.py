@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, datetime
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -12,6 +13,7 @@ from durable_agents.activities.contracts import (
     APPEND_INPUT,
     BEGIN_RUN,
     FINISH_RUN,
+    RECORD_FAILURE,
     AbortRunInput,
     AbortRunOutput,
     AppendInputInput,
@@ -19,13 +21,16 @@ from durable_agents.activities.contracts import (
     BeginRunInput,
     BeginRunOutput,
     FinishRunInput,
+    RecordFailureInput,
     RunState,
     call_ref,
 )
 from durable_agents.activities.definitions import Agent
 from durable_agents.activities.deps import ActivityDeps
+from durable_agents.activities.events import streams, write_events, write_events_now
+from durable_agents.activities.step_events import run_failed, run_started
 from durable_agents.activities.tools import CANCELLED
-from durable_agents.activities.transcript import new_input_after, pending_tool_calls, strip_system
+from durable_agents.activities.transcript import input_key, new_input_after, pending_tool_calls, strip_system
 from durable_agents.checkpoint.errors import ConfigurationError, FailureType
 from durable_agents.checkpoint.fingerprint import compare_fingerprints
 from durable_agents.checkpoint.format import (
@@ -66,12 +71,22 @@ class SessionActivities:
     async def begin_run(self, inp: BeginRunInput) -> BeginRunOutput:
         agent = self.deps.agent(inp.agent)
         self._check_same_store(inp)
+        if agent.mcp_servers:  # listed here, so the run's recorded config and fingerprint have them
+            from durable_agents.activities.mcp import with_listed_mcp_tools
+
+            agent = await with_listed_mcp_tools(self.deps.mcp, agent)
         if inp.input_token is not None:
             # None: applied and dropped by an earlier attempt of this activity, which the
             # checkpoint already shows (so it resumes with no new input, as a retry must)
             kept = await self.deps.in_store(self.deps.store.run_input, inp.session_id, inp.input_token)
             inp = inp.model_copy(update={"input": [*inp.input, *(kept or [])]})
         begun = await self.deps.in_store(self._begin, inp, agent)
+        if inp.stream:
+            await write_events(
+                self.deps,
+                inp.session_id,
+                run_started(inp.session_id, begun.config, begun.state.step_index, begun.drift),
+            )
         if inp.input_token is not None:
             await self.deps.in_store(self.deps.store.drop_run_input, inp.session_id, inp.input_token)
         return begun
@@ -89,10 +104,11 @@ class SessionActivities:
             )
 
     def _begin(self, inp: BeginRunInput, agent: Agent) -> BeginRunOutput:
-        store = self.deps.store
-        config, fp = agent.run_config(inp.model), agent.fingerprint(inp.model)
+        config = agent.run_config(inp.model, inp.model_settings, inp.usage_limits)
+        config = config.model_copy(update={"stream": inp.stream or None})  # each run says whether it streams
+        fp = agent.fingerprint(inp.model)
         check_recordable(config)
-        header = store.load_header(inp.session_id)
+        header, messages = self.deps.transcript(inp.session_id)  # what this worker has not cached, in one read
         if header is None:
             return self._start_session(inp, config, fp)
         resolving = inp.resolve_approval_id is not None and inp.resolve_approval_id == header.approval_id
@@ -103,13 +119,18 @@ class SessionActivities:
                 FailureType.SESSION_AWAITING_APPROVAL,
                 header.approval_id,
             )
-        messages = store.load_messages(inp.session_id, 0, header.message_count)
         if header.status == CheckpointStatus.FINISHED:
             return self._continue_session(header, messages, inp, config, fp)
         # A resume keeps the run's own choices (saved in runConfig); an agent default that
         # changed since is drift, reported by the fingerprint check.
-        saved_model = inp.model or (header.run_config.model_override if header.run_config else None)
-        config, fp = agent.run_config(saved_model), agent.fingerprint(saved_model)
+        saved = header.run_config
+        saved_model = inp.model or (saved.model_override if saved else None)
+        config = agent.run_config(
+            saved_model,
+            inp.model_settings or (saved.model_settings if saved else None),
+            inp.usage_limits or (saved.usage_limits if saved else None),
+        ).model_copy(update={"stream": inp.stream or None})
+        fp = agent.fingerprint(saved_model)
         return self._resume_session(header, messages, inp, agent, config, fp)
 
     def _start_session(self, inp: BeginRunInput, config: RunConfig, fp: Fingerprint) -> BeginRunOutput:
@@ -126,6 +147,9 @@ class SessionActivities:
             run_start_index=run_start,
             run_start_step=0,
             run_start_usage=Usage(),
+            parent_session_id=inp.parent_session_id,
+            parent_tool_call_id=inp.parent_tool_call_id,
+            parent_session_uid=inp.parent_session_uid,
         )
         self.deps.store.append(header, 0, messages)
         state = RunState(message_count=len(messages), step_index=0, run_start_index=run_start)
@@ -154,6 +178,7 @@ class SessionActivities:
                 "run_start_usage": header.usage,
                 "agent": config.agent,
                 "updated_at": None,
+                "last_error": None,
             }
         )
         self.deps.store.append(updated, start, new)
@@ -177,11 +202,14 @@ class SessionActivities:
         fp: Fingerprint,
     ) -> BeginRunOutput:
         pending, turn_position = pending_tool_calls(messages)
-        drift = self._check_resumable(inp.session_id, header, pending, agent, fp)
+        # a sub-agent's run is not compared: drift concerns the top-level agent (its own
+        # fingerprint is kept in its checkpoint all the same)
+        compared = fp if inp.parent_session_id is None else (header.fingerprint or fp)
+        drift = self._check_resumable(inp.session_id, header, pending, agent, compared)
         run_start = header.run_start_index or 0
         stored = list(header.pending_input or [])
         new = self._new_resume_input(messages, run_start, inp)
-        if new and [(m.role, m.content) for m in stored[-len(new) :]] == [(m.role, m.content) for m in new]:
+        if new and [input_key(m) for m in stored[-len(new) :]] == [input_key(m) for m in new]:
             new = []  # already queued by this begin_run before a crash (a retried activity)
         queued = stored + new
         state = RunState(
@@ -214,6 +242,8 @@ class SessionActivities:
                 "status": CheckpointStatus.IN_PROGRESS,
                 "approval_id": None,
                 "remaining_tool_calls": None,
+                "subagent_approval": None,
+                "last_error": None,
             }
         )
         self.deps.store.append(updated, header.message_count, appended)
@@ -224,13 +254,13 @@ class SessionActivities:
     def _new_resume_input(messages: list[Message], run_start: int, inp: BeginRunInput) -> list[Message]:
         new = strip_system(inp.input)
         started_with = [m for m in messages[run_start:] if m.role == "user"][: len(new)]
-        if new and [(m.role, m.content) for m in new] == [(m.role, m.content) for m in started_with]:
+        if new and [input_key(m) for m in new] == [input_key(m) for m in started_with]:
             return []  # the request the run started from, sent again after a crash: a retry
         return new
 
     def _check_resumable(self, session_id: str, header: CheckpointHeader, pending: list, agent: Agent, fp: Fingerprint):
         """Refuse before any write or call: a pending call's tool is gone, or drift is an error."""
-        missing = [c for c in pending if agent.tool_named(c.name) is None]
+        missing = [c for c in pending if not agent.has_tool(c.name)]
         if missing:
             names = ", ".join(f"{c.name} ({c.id})" for c in missing)
             raise _fail(
@@ -275,6 +305,23 @@ class SessionActivities:
 
         await self.deps.in_store(write)
 
+    @activity.defn(name=RECORD_FAILURE)
+    async def record_failure(self, inp: RecordFailureInput) -> None:
+        """Say in the checkpoint why the run failed (``lastError``); the session stays resumable."""
+
+        def write() -> None:
+            header = self.deps.store.load_header(inp.session_id)
+            if header is None:
+                return  # nothing to annotate: the failure was that the session is gone
+            error = inp.error.model_copy(update={"at": inp.error.at or datetime.now(UTC)})
+            self.deps.store.append(
+                header.model_copy(update={"last_error": error, "updated_at": None}), header.message_count, []
+            )
+            if streams(header):
+                write_events_now(self.deps, inp.session_id, [run_failed(inp.session_id, error)])
+
+        await self.deps.in_store(write)
+
     @activity.defn(name=ABORT_RUN)
     async def abort_run(self, inp: AbortRunInput) -> AbortRunOutput:
         """Give every unfinished call of the interrupted turn a ``cancelled`` result."""
@@ -294,6 +341,7 @@ class SessionActivities:
                         "status": CheckpointStatus.IN_PROGRESS,
                         "approval_id": None,
                         "remaining_tool_calls": None,
+                        "subagent_approval": None,
                         "updated_at": None,
                     }
                 ),

@@ -8,21 +8,29 @@ so concurrent tools still leave results in call order.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
+from durable_agents.activities import metrics
 from durable_agents.activities.approvals import approved_content, decision_at
 from durable_agents.activities.contracts import EXECUTE_TOOL, ExecuteToolInput, ExecuteToolOutput
 from durable_agents.activities.definitions import Tool, ToolContext
 from durable_agents.activities.deps import ActivityDeps, heartbeating
+from durable_agents.activities.events import streams, write_events
+from durable_agents.activities.hooks import Rewrite, Veto, run_hook
 from durable_agents.activities.keys import idempotency_key
 from durable_agents.activities.providers.base import INVALID_JSON_KEY
+from durable_agents.activities.step_events import tool_finished, tool_started
 from durable_agents.activities.transcript import repair_text, repaired_value
-from durable_agents.checkpoint.format import Message, ToolCall
+from durable_agents.checkpoint.errors import FailureType
+from durable_agents.checkpoint.format import CheckpointHeader, Message, ToolCall
 from durable_agents.checkpoint.transcript import result_content
+from durable_agents.errors import PropagatingToolError
 
 CANCELLED = '{"error": "cancelled"}'
 
@@ -41,6 +49,15 @@ def durability_error(call: ToolCall) -> dict[str, Any]:
 
 
 _dump = result_content
+
+
+class ToolResultError(Exception):
+    """Raised by a tool to record exactly ``content`` (JSON) as its error result, of ``kind``
+    (e.g. an MCP tool's ``isError`` result, or a durability error it detected itself)."""
+
+    def __init__(self, content: dict[str, Any], kind: str = "error") -> None:
+        super().__init__(content.get("error", kind))
+        self.content, self.kind = content, kind
 
 
 def timeout_result(tool: Tool) -> dict[str, Any]:
@@ -64,9 +81,12 @@ class ToolActivities:
     async def execute_tool(self, inp: ExecuteToolInput) -> ExecuteToolOutput:
         store, position, size = self.deps.store, inp.position, len(inp.batch)
         recorded = await self.deps.in_store(store.tool_result, inp.session_id, position)
+        header = await self.deps.in_store(self.deps.live_header, inp.session_id)
         if recorded is None:
             try:
-                content, kind = await self._run(inp)
+                content, kind = await self._run(inp, header)
+            except PropagatingToolError as e:
+                raise await self._propagate(inp, e) from None
             except asyncio.CancelledError:
                 if activity.is_worker_shutdown():
                     raise  # not an abort: Temporal retries the call on another worker
@@ -84,18 +104,43 @@ class ToolActivities:
         count = await self.deps.record_until_stored(
             store.record_tool_result, inp.session_id, position, recorded, inp.batch_start, size
         )
+        metrics.tool_call(inp.agent, inp.call.name, kind)
+        if streams(header):
+            await write_events(self.deps, inp.session_id, [tool_finished(inp, recorded, kind)])
         return ExecuteToolOutput(
             tool_call_id=inp.call.id, is_error=bool(recorded.is_error), kind=kind, recorded_through=count
         )
 
-    async def _run(self, inp: ExecuteToolInput) -> tuple[str, str]:
+    async def _propagate(self, inp: ExecuteToolInput, error: PropagatingToolError) -> ApplicationError:
+        """The tool asked to fail the run: no result, its start forgotten, so a resume runs it again."""
+        with contextlib.suppress(NotImplementedError):
+            await self.deps.in_store(self.deps.store.tool_unstarted, inp.session_id, inp.position)
+        return ApplicationError(
+            f"tool {inp.call.name!r} (call {inp.call.id}) stopped the run: {error}",
+            type=FailureType.PROPAGATING_TOOL,
+            non_retryable=True,
+        )
+
+    async def _run(self, inp: ExecuteToolInput, header: CheckpointHeader) -> tuple[str, str]:
         call = inp.call
         if inp.arguments_in_store and inp.turn_position is not None:  # a reference: read the model's call
             call = await self.deps.in_store(self.deps.stored_call, inp.session_id, inp.turn_position, inp.position)
-        tool = self.deps.agent(inp.agent).tool_named(call.name)
+        agent = self.deps.agent(inp.agent)
+        tool = agent.tool_named(call.name)
+        if tool is None and agent.mcp_servers:  # an MCP tool, as the run's config recorded it
+            from durable_agents.activities.mcp import recorded_mcp_tool
+
+            tool = await recorded_mcp_tool(self.deps, agent, inp.session_id, call.name)
         if tool is None:
             names = ", ".join(t.name for t in self.deps.agent(inp.agent).tools) or "none"
             return _dump({"error": f"unknown tool {call.name!r}; available tools: {names}"}), "unknown-tool"
+        hooks = agent.hooks
+        if hooks is not None and hooks.before_tool is not None:
+            decided = await run_hook("before_tool", hooks.before_tool, call, self._ctx(inp, call, header, 0))
+            if isinstance(decided, Veto):
+                return _dump(repaired_value(decided.result)), "vetoed" if decided.is_error else "result"
+            if isinstance(decided, Rewrite) and decided.arguments is not None:
+                call = call.model_copy(update={"arguments": decided.arguments})
         if INVALID_JSON_KEY in call.arguments:
             return _dump(
                 {"error": f"arguments are not a valid JSON object: {call.arguments[INVALID_JSON_KEY]!r}"}
@@ -109,22 +154,31 @@ class ToolActivities:
                     "details": json.loads(e.json(include_url=False, include_input=False)),
                 }
             ), "validation-error"
-        header = await self.deps.in_store(self.deps.live_header, inp.session_id)
         starts = await self.deps.in_store(self.deps.store.tool_started, inp.session_id, inp.position)
+        if streams(header):
+            await write_events(self.deps, inp.session_id, [tool_started(inp, call)])
         if starts and not tool.safe_to_retry:
             return _dump(durability_error(call)), "tool-durability-error"
-        ctx = ToolContext(
+        ctx = self._ctx(inp, call, header, starts + 1)
+        content, kind = await self._invoke(tool, args, ctx)
+        if hooks is not None and hooks.after_tool is not None:
+            decided = await run_hook("after_tool", hooks.after_tool, call, json.loads(content), ctx)
+            if isinstance(decided, Rewrite) and decided.result is not None:
+                content = _dump(repaired_value(decided.result))
+        # an approved call's result carries the reviewer's note and edited arguments, for the model
+        return approved_content(content, decision_at(header, inp.position), is_error=kind != "result"), kind
+
+    @staticmethod
+    def _ctx(inp: ExecuteToolInput, call: ToolCall, header: CheckpointHeader, attempt: int) -> ToolContext:
+        return ToolContext(
             tool_call_id=call.id,
             session_id=inp.session_id,
             step=inp.step,
-            attempt=starts + 1,
+            attempt=attempt,
             agent=inp.agent,
             idempotency_key=idempotency_key(header, inp.position),
             position=inp.position,
         )
-        content, kind = await self._invoke(tool, args, ctx)
-        # an approved call's result carries the reviewer's note and edited arguments, for the model
-        return approved_content(content, decision_at(header, inp.position), is_error=kind != "result"), kind
 
     async def _invoke(self, tool: Tool, args: BaseModel, ctx: ToolContext) -> tuple[str, str]:
         """Run the tool once; whatever it does becomes its result, never a retry."""
@@ -139,6 +193,10 @@ class ToolActivities:
                 "tool %s (%s) timed out after %gs", tool.name, ctx.tool_call_id, tool.timeout_seconds
             )
             return _dump(timeout_result(tool)), "tool-timeout"
+        except ToolResultError as e:
+            return _dump(repaired_value(e.content)), e.kind
+        except PropagatingToolError:
+            raise  # fails the run (execute_tool)
         except (Exception, SystemExit) as e:  # noqa: BLE001 - the tool's own failure is its result, not a crash
             return _error_result(tool, ctx, e)
         try:

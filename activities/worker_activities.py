@@ -7,11 +7,15 @@ from typing import Any
 
 from durable_agents.activities.approvals import ApprovalActivities
 from durable_agents.activities.deps import ActivityDeps
+from durable_agents.activities.events import EventActivities
 from durable_agents.activities.fork import ForkActivities
+from durable_agents.activities.mcp_client import MCPConnections
 from durable_agents.activities.model import ModelActivities
 from durable_agents.activities.providers.registry import ProviderRegistry
 from durable_agents.activities.session import SessionActivities
+from durable_agents.activities.subagent_activities import SubagentActivities
 from durable_agents.activities.tools import ToolActivities
+from durable_agents.activities.transcript_cache import TranscriptCache
 from durable_agents.checkpoint.stores.base import CheckpointStore
 
 
@@ -19,9 +23,16 @@ def build_activities(
     store: CheckpointStore,
     agents: Mapping[str, Any],
     providers: ProviderRegistry | None = None,
+    mcp: MCPConnections | None = None,
+    transcripts: TranscriptCache | None = None,
 ) -> list[Callable[..., Any]]:
-    """The activity callables a worker registers, bound to one store and agent set."""
-    deps = ActivityDeps(store=store, agents=agents, providers=providers or ProviderRegistry())
+    """The activity callables a worker registers, bound to one store and agent set
+    (and to ``mcp``, the worker's MCP sessions, when the caller closes them at the end)."""
+    deps = ActivityDeps(
+        store=store, agents=agents, providers=providers or ProviderRegistry(), mcp=mcp or MCPConnections()
+    )
+    if transcripts is not None:
+        deps.transcripts = transcripts
     session = SessionActivities(deps)
     approvals = ApprovalActivities(deps)
     return [
@@ -32,7 +43,10 @@ def build_activities(
         session.append_input,
         session.finish_run,
         session.abort_run,
+        session.record_failure,
         ModelActivities(deps).model_turn,
         ToolActivities(deps).execute_tool,
         ForkActivities(deps).fork_session,
+        EventActivities(deps).record_events,
+        *SubagentActivities(deps).all(),
     ]

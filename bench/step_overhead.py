@@ -38,6 +38,7 @@ from durable_agents import (
 from durable_agents.checkpoint import Message, SqliteStore
 from durable_agents.connection import data_converter
 from durable_agents.devserver import DevServer
+from durable_agents.encryption import encryption_from_env
 
 
 class Args(BaseModel):
@@ -65,7 +66,8 @@ async def warm_bench_worker(steps: int, local: bool) -> AsyncIterator[tuple[Clie
     register_script("bench", script_for(steps))
     agent = Agent(name="bench", model="scripted:bench", tools=[noop], max_steps=steps + 1, local_activities=local)
     with tempfile.TemporaryDirectory() as tmp, DevServer(ui=False, db_file=None) as server:
-        client = await Client.connect(server.address, data_converter=data_converter())
+        # DURABLE_AGENTS_ENCRYPTION_KEYS set: the same with encrypted payloads
+        client = await Client.connect(server.address, data_converter=data_converter(encryption_from_env()))
         store = SqliteStore(Path(tmp) / "store.db")
         queue = f"bench-{uuid.uuid4().hex[:6]}"
         async with build_worker(client, agents=[agent], store=store, task_queue=queue):

@@ -33,6 +33,7 @@ from durable_agents.checkpoint.format import (
     ToolSpec,
     Usage,
 )
+from durable_agents.checkpoint.parts import DocumentPart, ImagePart, OpaquePart, Part, TextPart
 
 if TYPE_CHECKING:
     from durable_agents.checkpoint.stores import (
@@ -68,13 +69,17 @@ __all__ = [
     "CheckpointStatus",
     "CheckpointStore",
     "ConfigurationError",
+    "DocumentPart",
     "DurableAgentsError",
     "FileStore",
     "Fingerprint",
     "FinishReason",
     "HistoryEntry",
+    "ImagePart",
     "MemoryStore",
     "Message",
+    "OpaquePart",
+    "Part",
     "PostgresStore",
     "Role",
     "RunConfig",
@@ -82,6 +87,7 @@ __all__ = [
     "SqliteStore",
     "StoreCorruptError",
     "StoreUnavailableError",
+    "TextPart",
     "ToolCall",
     "ToolSpec",
     "Usage",

@@ -54,6 +54,12 @@ class FailureType(StrEnum):
     """429/5xx/timeouts/connection errors: retried by the model activity's retry policy."""
     MODEL_PROVIDER_MALFORMED_REPLY = "ModelProviderMalformedReply"
     """The provider's reply cannot be read as an assistant turn: final."""
+    OUTPUT_INVALID = "OutputValidationError"
+    PROPAGATING_TOOL = "PropagatingToolError"
+    """A tool raised ``PropagatingToolError``: the run fails, resumable (the call runs again)."""
+    HOOK_FAILED = "HookError"
+    """An agent hook raised: the run fails, resumable."""
+    """The model's final answer failed the agent's ``output_type`` after every retry: final."""
 
     @property
     def retryable(self) -> bool:

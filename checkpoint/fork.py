@@ -215,6 +215,11 @@ def _patched(
             "status": CheckpointStatus.IN_PROGRESS,
             "approval_id": None,
             "remaining_tool_calls": None,
+            "subagent_approval": None,
+            # a fork stands alone: a fork of a sub-agent's session is no parent's child
+            "parent_session_id": None,
+            "parent_tool_call_id": None,
+            "parent_session_uid": None,
             "finish_reason": None,
             "run_start_index": run_start,
             # the fork goes on with the source run's budget and usage (only the rest of max_steps applies)

@@ -9,24 +9,52 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic.alias_generators import to_camel
+from pydantic import Field, model_validator
 
-FORMAT_VERSION = 1
+from durable_agents.checkpoint._format_model import FormatModel
+from durable_agents.checkpoint.parts import DocumentPart, ImagePart, OpaquePart, Part, TextPart, as_parts, parts_text
+from durable_agents.checkpoint.run_options import (
+    MaxTokensParam,
+    ModelPrice,
+    ModelSettings,
+    RunError,
+    ToolChoice,
+    UsageLimits,
+)
 
+__all__ = [
+    "FORMAT_VERSION",
+    "Checkpoint",
+    "CheckpointFields",
+    "CheckpointHeader",
+    "CheckpointStatus",
+    "Decision",
+    "Fingerprint",
+    "FinishReason",
+    "FormatModel",
+    "HistoryEntry",
+    "MaxTokensParam",
+    "Message",
+    "ModelPrice",
+    "ModelSettings",
+    "Role",
+    "RunConfig",
+    "RunError",
+    "SessionSummary",
+    "SubagentApproval",
+    "ToolCall",
+    "ToolChoice",
+    "ToolFingerprint",
+    "ToolSpec",
+    "Usage",
+    "UsageLimits",
+]
 
-class FormatModel(BaseModel):
-    """Base of every persisted model: camelCase on the wire, snake_case in Python."""
-
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
-
-    def to_json(self) -> str:
-        return self.model_dump_json(by_alias=True, exclude_none=True)
-
-    def to_dict(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+FORMAT_VERSION = 2
+"""2: messages may carry ``parts`` (images, documents, providers' opaque blocks) and usage
+its cache tokens. A record without ``formatVersion`` was written by the first release (1)."""
 
 
 class Role(StrEnum):
@@ -48,6 +76,7 @@ class FinishReason(StrEnum):
     AWAITING_APPROVAL = "awaiting-approval"
     ABORTED = "aborted"
     ERROR = "error"
+    USAGE_LIMIT = "usage-limit"
 
 
 class ToolCall(FormatModel):
@@ -61,18 +90,33 @@ class ToolCall(FormatModel):
 class Message(FormatModel):
     role: Role
     content: str | None = None
+    """The message's text (with ``parts``: the concatenated text of its text parts)."""
     tool_calls: list[ToolCall] | None = None
     tool_call_id: str | None = None
     tool_name: str | None = None
     is_error: bool | None = None
+    parts: list[Part] | None = None
+    """Its content in order, when it is more than text (format 2): the truth when present.
+    An assistant turn's tool calls stay in ``toolCalls`` and follow its parts."""
+
+    @model_validator(mode="after")
+    def _content_from_parts(self) -> Message:
+        if self.parts is not None and self.content is None:
+            self.content = parts_text(self.parts)
+        return self
 
     @classmethod
     def system(cls, text: str) -> Message:
         return cls(role=Role.SYSTEM, content=text)
 
     @classmethod
-    def user(cls, text: str) -> Message:
-        return cls(role=Role.USER, content=text)
+    def user(cls, *content: str | TextPart | ImagePart | DocumentPart | OpaquePart) -> Message:
+        """A user message: ``Message.user("hi")``, or text and parts in order:
+        ``Message.user("What is this?", ImagePart.from_path("cat.png"))``."""
+        if len(content) == 1 and isinstance(content[0], str):
+            return cls(role=Role.USER, content=content[0])
+        parts = as_parts(content)
+        return cls(role=Role.USER, content=parts_text(parts), parts=parts)
 
     @classmethod
     def tool_result(cls, call: ToolCall, content: str, *, is_error: bool = False) -> Message:
@@ -87,14 +131,21 @@ class Message(FormatModel):
 
 class Usage(FormatModel):
     input_tokens: int = 0
+    """Every input token of the requests, cached or not (cache reads and writes included)."""
     output_tokens: int = 0
     requests: int = 0
+    cache_read_tokens: int | None = None
+    """Of ``input_tokens``, those read from the provider's prompt cache (None: never reported)."""
+    cache_write_tokens: int | None = None
+    """Of ``input_tokens``, those written to the provider's prompt cache (None: never reported)."""
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
             requests=self.requests + other.requests,
+            cache_read_tokens=_combined(self.cache_read_tokens, other.cache_read_tokens, 1),
+            cache_write_tokens=_combined(self.cache_write_tokens, other.cache_write_tokens, 1),
         )
 
     def __sub__(self, other: Usage) -> Usage:
@@ -102,7 +153,14 @@ class Usage(FormatModel):
             input_tokens=self.input_tokens - other.input_tokens,
             output_tokens=self.output_tokens - other.output_tokens,
             requests=self.requests - other.requests,
+            cache_read_tokens=_combined(self.cache_read_tokens, other.cache_read_tokens, -1),
+            cache_write_tokens=_combined(self.cache_write_tokens, other.cache_write_tokens, -1),
         )
+
+
+def _combined(a: int | None, b: int | None, sign: int) -> int | None:
+    # Optional counts stay None (absent in JSON) until a provider reports one.
+    return None if a is None and b is None else (a or 0) + sign * (b or 0)
 
 
 class ToolFingerprint(FormatModel):
@@ -133,6 +191,14 @@ class ToolSpec(FormatModel):
     timeout_seconds: float = 300.0
     heartbeat_seconds: float | None = None
     max_attempts: int = 1
+    mcp_server: str | None = None
+    """The MCP server (by the name the worker's agent gives it) that serves this tool, as
+    listed when the run started; None: a local tool. The server's command, URL, env and
+    headers stay on the worker."""
+    mcp_tool: str | None = None
+    """The tool's name on that server (``name`` is it after the server's ``tool_prefix``)."""
+    subagent: str | None = None
+    """The agent this tool runs as a sub-agent (a child workflow of the run); None: not one."""
 
 
 class RunConfig(FormatModel):
@@ -151,6 +217,16 @@ class RunConfig(FormatModel):
     model_heartbeat_seconds: float = 20.0
     local_activities: bool = False
     """Run model turns, tools and store writes as local activities (see the README)."""
+    model_settings: ModelSettings | None = None
+    usage_limits: UsageLimits | None = None
+    output_schema: dict[str, Any] | None = None
+    """The JSON schema of the agent's ``output_type``: the run's final answer must match it."""
+    output_name: str | None = None
+    output_mode: Literal["native", "tool"] | None = None
+    output_retries: int = 2
+    stream: bool | None = None
+    """The run streams: its activities write its events (text deltas included) to the
+    store's event log (``durable_agents.checkpoint.events``); None: it does not."""
 
 
 class Decision(FormatModel):
@@ -177,11 +253,40 @@ class Decision(FormatModel):
     position: int | None = None
 
 
+class SubagentApproval(FormatModel):
+    """A sub-agent's pause for approval, as the checkpoint of the run that called it records
+    it (``subagentApproval``): the sub-agent's session, its paused call (with its arguments),
+    the calls after it, and its fingerprint; ``subagentApproval`` again when the sub-agent
+    itself waits on one of its own sub-agents (the innermost holds the call to decide)."""
+
+    session_id: str
+    agent: str | None = None
+    approval_id: str
+    tool_call: ToolCall | None = None
+    remaining_tool_calls: list[ToolCall] | None = None
+    fingerprint: Fingerprint | None = None
+    subagent_approval: SubagentApproval | None = None
+
+    def innermost(self) -> SubagentApproval:
+        """The snapshot of the session whose own call waits for the decision."""
+        return self.subagent_approval.innermost() if self.subagent_approval is not None else self
+
+
 class CheckpointFields(FormatModel):
     """What a checkpoint records besides its messages."""
 
     format_version: int = FORMAT_VERSION
     session_id: str
+
+    @model_validator(mode="before")
+    @classmethod
+    def _first_release_wrote_no_version(cls, data: Any) -> Any:
+        # A stored record (camelCase keys) without ``formatVersion`` is from format 1;
+        # records built in Python get the current version by default.
+        if isinstance(data, dict) and "sessionId" in data and not {"formatVersion", "format_version"} & data.keys():
+            return {**data, "formatVersion": 1}
+        return data
+
     session_uid: str | None = None
     """Random, given when the session is created (a fork gets its own): part of every
     tool call's idempotency key, so keys never repeat across sessions, even a deleted
@@ -205,9 +310,25 @@ class CheckpointFields(FormatModel):
     """``stepIndex`` when the current run started (its ``max_steps`` budget counts from here)."""
     run_start_usage: Usage | None = None
     """``usage`` when the current run started: a resumed run's usage counts from here."""
+    output: Any = None
+    """The run's final answer as JSON, validated against the agent's ``output_type`` (set when
+    a run of an agent with one finishes; cleared when the next run begins)."""
+    last_error: RunError | None = None
+    """Set when a run fails (a provider's refusal, a store outage that outlasted its retries);
+    cleared when the next run begins. The session stays resumable."""
     decisions: list[Decision] | None = None
     """Every approval decision of the session, in the order they were recorded (absent
     in records written before decisions were recorded, and in sessions without any)."""
+    parent_session_id: str | None = None
+    """Set on a sub-agent's session: the session whose tool call runs it."""
+    parent_tool_call_id: str | None = None
+    """Set on a sub-agent's session: the parent's tool call (the parent's result for it
+    carries ``subagentSessionId``)."""
+    parent_session_uid: str | None = None
+    """The parent's ``sessionUid`` when the sub-agent's session was created (a parent deleted
+    and created again under its id is another session: it does not reuse this one)."""
+    subagent_approval: SubagentApproval | None = None
+    """Set while the run waits on a sub-agent's approval (``approvalId`` is the sub-agent's)."""
     updated_at: datetime | None = None
 
 
@@ -255,3 +376,4 @@ class SessionSummary(FormatModel):
     message_count: int
     approval_id: str | None = None
     updated_at: datetime | None = None
+    last_error: RunError | None = None

@@ -16,11 +16,26 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from durable_agents.activities.contracts import ApprovalDecision, PendingApproval
     from durable_agents.activities.definitions import Agent, Tool, ToolContext, tool
+    from durable_agents.activities.hooks import Hooks, Rewrite, Veto
+    from durable_agents.activities.mcp_servers import MCPServerHTTP, MCPServerStdio
+    from durable_agents.activities.providers.base import ModelProvider, ModelRequest, ModelResponse
+    from durable_agents.activities.providers.registry import register_provider
     from durable_agents.activities.providers.scripted import ScriptedToolCall, ScriptedTurn, register_script
     from durable_agents.checkpoint.fork import Patch
-    from durable_agents.checkpoint.format import CheckpointStatus, FinishReason, Message, ToolCall, Usage
+    from durable_agents.checkpoint.format import (
+        CheckpointStatus,
+        FinishReason,
+        Message,
+        ModelPrice,
+        ModelSettings,
+        ToolCall,
+        Usage,
+        UsageLimits,
+    )
+    from durable_agents.checkpoint.parts import DocumentPart, ImagePart, OpaquePart, TextPart
     from durable_agents.client import AgentClient
     from durable_agents.connection import DEFAULT_TASK_QUEUE, connect
+    from durable_agents.encryption import EncryptionCodec, EncryptionKeyError
     from durable_agents.errors import (
         AgentDriftError,
         ApprovalNotPendingError,
@@ -28,7 +43,10 @@ if TYPE_CHECKING:
         ConfigurationError,
         DurableAgentsError,
         FailureType,
+        HookFailedError,
         ModelProviderError,
+        OutputValidationError,
+        PropagatingToolError,
         ResumeToolMissingError,
         RunFailedError,
         SessionAwaitingApprovalError,
@@ -54,10 +72,19 @@ _EXPORTS: dict[str, str] = {
     "ConfigurationError": "durable_agents.errors",
     "DurableAgentsError": "durable_agents.errors",
     "DurableAgentsPlugin": "durable_agents.plugin",
+    "EncryptionCodec": "durable_agents.encryption",
+    "EncryptionKeyError": "durable_agents.encryption",
     "FailureType": "durable_agents.errors",
     "FinishReason": "durable_agents.checkpoint.format",
     "Message": "durable_agents.checkpoint.format",
+    "TextPart": "durable_agents.checkpoint.parts",
+    "ImagePart": "durable_agents.checkpoint.parts",
+    "DocumentPart": "durable_agents.checkpoint.parts",
+    "OpaquePart": "durable_agents.checkpoint.parts",
+    "MCPServerHTTP": "durable_agents.activities.mcp_servers",
+    "MCPServerStdio": "durable_agents.activities.mcp_servers",
     "ModelProviderError": "durable_agents.errors",
+    "OutputValidationError": "durable_agents.errors",
     "Patch": "durable_agents.checkpoint.fork",
     "PendingApproval": "durable_agents.activities.contracts",
     "ResumeToolMissingError": "durable_agents.errors",
@@ -78,6 +105,18 @@ _EXPORTS: dict[str, str] = {
     "build_worker": "durable_agents.worker",
     "connect": "durable_agents.connection",
     "register_script": "durable_agents.activities.providers.scripted",
+    "ModelSettings": "durable_agents.checkpoint.format",
+    "UsageLimits": "durable_agents.checkpoint.format",
+    "ModelPrice": "durable_agents.checkpoint.format",
+    "register_provider": "durable_agents.activities.providers.registry",
+    "ModelRequest": "durable_agents.activities.providers.base",
+    "ModelResponse": "durable_agents.activities.providers.base",
+    "ModelProvider": "durable_agents.activities.providers.base",
+    "Hooks": "durable_agents.activities.hooks",
+    "Veto": "durable_agents.activities.hooks",
+    "Rewrite": "durable_agents.activities.hooks",
+    "PropagatingToolError": "durable_agents.errors",
+    "HookFailedError": "durable_agents.errors",
     "tool": "durable_agents.activities.definitions",
 }
 
@@ -91,15 +130,32 @@ __all__ = [
     "CheckpointNotFoundError",
     "CheckpointStatus",
     "ConfigurationError",
+    "DocumentPart",
     "DurableAgentsError",
     "DurableAgentsPlugin",
+    "EncryptionCodec",
+    "EncryptionKeyError",
     "FailureType",
     "FinishReason",
+    "HookFailedError",
+    "Hooks",
+    "ImagePart",
+    "MCPServerHTTP",
+    "MCPServerStdio",
     "Message",
+    "ModelPrice",
+    "ModelProvider",
     "ModelProviderError",
+    "ModelRequest",
+    "ModelResponse",
+    "ModelSettings",
+    "OpaquePart",
+    "OutputValidationError",
     "Patch",
     "PendingApproval",
+    "PropagatingToolError",
     "ResumeToolMissingError",
+    "Rewrite",
     "RunFailedError",
     "RunResult",
     "ScriptedToolCall",
@@ -109,13 +165,17 @@ __all__ = [
     "StoreCorruptError",
     "StoreDamageWarning",
     "StoreUnavailableError",
+    "TextPart",
     "Tool",
     "ToolCall",
     "ToolContext",
     "ToolDurabilityError",
     "Usage",
+    "UsageLimits",
+    "Veto",
     "build_worker",
     "connect",
+    "register_provider",
     "register_script",
     "tool",
 ]

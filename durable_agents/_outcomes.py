@@ -19,7 +19,10 @@ from durable_agents.errors import (
     CheckpointNotFoundError,
     ConfigurationError,
     DurableAgentsError,
+    HookFailedError,
     ModelProviderError,
+    OutputValidationError,
+    PropagatingToolError,
     ResumeToolMissingError,
     RunFailedError,
     SessionAwaitingApprovalError,
@@ -40,6 +43,24 @@ def pending_from_store(store: CheckpointStore, session_id: str) -> PendingApprov
     header = store.load_header(session_id)
     if header is None or header.status != CheckpointStatus.AWAITING_APPROVAL or not header.approval_id:
         return None
+    nested = header.subagent_approval
+    if nested is not None and nested.approval_id == header.approval_id:  # the call waits in a sub-agent
+        inner = nested.innermost()
+        if inner.tool_call is None:
+            return None
+        return PendingApproval(
+            approval_id=header.approval_id,
+            session_id=session_id,
+            agent=header.agent or "",
+            tool_name=inner.tool_call.name,
+            tool_call_id=inner.tool_call.id,
+            arguments=inner.tool_call.arguments,
+            requested_at=header.updated_at or datetime.now(UTC),
+            remaining_tool_calls=inner.remaining_tool_calls or [],
+            subagent_session_id=inner.session_id,
+            subagent_agent=inner.agent,
+            parent_session_id=header.parent_session_id,
+        )
     pending, _ = pending_tool_calls(store.load_messages(session_id, 0, header.message_count))
     if not pending:
         return None
@@ -57,6 +78,7 @@ def pending_from_store(store: CheckpointStore, session_id: str) -> PendingApprov
         requested_at=requested,
         remaining_tool_calls=header.remaining_tool_calls or [],
         timeout_at=requested + timedelta(seconds=timeout) if timeout else None,
+        parent_session_id=header.parent_session_id,
     )
 
 
@@ -112,6 +134,9 @@ FAILURE_ERRORS: dict[FailureType, FailureMapper] = {
     FailureType.MODEL_PROVIDER_REQUEST: _run_failed(ModelProviderError),
     FailureType.MODEL_PROVIDER_RETRYABLE: _run_failed(ModelProviderError),
     FailureType.MODEL_PROVIDER_MALFORMED_REPLY: _run_failed(ModelProviderError),
+    FailureType.OUTPUT_INVALID: _run_failed(OutputValidationError),
+    FailureType.PROPAGATING_TOOL: _run_failed(PropagatingToolError),
+    FailureType.HOOK_FAILED: _run_failed(HookFailedError),
 }
 """The client-side error for every failure type (a test checks that none is missing)."""
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import uuid
-from collections.abc import Sequence
-from typing import cast
+from collections.abc import AsyncIterator, Iterable, Sequence
+from typing import Literal, cast
 
+from pydantic import BaseModel
 from temporalio.client import (
     Client,
     WorkflowExecution,
@@ -28,9 +29,11 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agents._outcomes import as_messages, outcome_error, pending_from_store
 from durable_agents._search import search_attributes_registered
+from durable_agents._streams import follow
 from durable_agents.activities.contracts import ApprovalDecision, ForkSessionInput, ForkSessionOutput, PendingApproval
+from durable_agents.checkpoint.events import Event
 from durable_agents.checkpoint.fork import Patch
-from durable_agents.checkpoint.format import CheckpointStatus, Message
+from durable_agents.checkpoint.format import CheckpointStatus, Message, ModelSettings, UsageLimits
 from durable_agents.checkpoint.stores import open_store
 from durable_agents.checkpoint.stores.base import CheckpointStore
 from durable_agents.connection import DEFAULT_TASK_QUEUE, connect
@@ -97,16 +100,69 @@ def _pending_from_visibility(execution: WorkflowExecution) -> PendingApproval | 
     )
 
 
+def _once_each(found: Iterable[PendingApproval]) -> list[PendingApproval]:
+    """One entry per approval: a sub-agent's approval is listed under the top-most session
+    waiting on it (with ``subagent_session_id`` naming where the call is), not again under
+    its own session or the ones between."""
+    by_id: dict[str, PendingApproval] = {}
+    for pending in found:
+        kept = by_id.get(pending.approval_id)
+        higher = (
+            kept is not None
+            and kept.parent_session_id is not None
+            and (pending.parent_session_id is None or len(pending.session_id) < len(kept.session_id))
+        )
+        if kept is None or higher:
+            by_id[pending.approval_id] = pending
+    return list(by_id.values())
+
+
+def _refuse_subagent_session(store: CheckpointStore, session_id: str, parent: str, call: str | None) -> None:
+    """A sub-agent's session runs only as its parent's child (unless the parent is gone)."""
+    if store.load_header(parent) is None:
+        return
+    raise ConfigurationError(
+        f"session {session_id!r} is the sub-agent session of {parent!r} (its call {call}): its runs are "
+        f"started by {parent!r}'s; send to, resume, approve or cancel {parent!r} instead"
+    )
+
+
 OPTIONAL_PENDING = cast(type, PendingApproval | None)
 """The ``pending_approval`` query's result type (None when nothing waits)."""
 
+Summaries = Literal["agent-only", "first-line"]
+"""What a run's static summary (shown in the Temporal UI's list) says: the agent's
+name only, or ``<agent>: <first line of the input>``."""
+
 
 class AgentClient:
-    def __init__(self, client: Client, store: CheckpointStore, task_queue: str = DEFAULT_TASK_QUEUE):
+    """``summaries``: ``"first-line"`` (``<agent>: <first line of the input>``) or
+    ``"agent-only"``; default ``"agent-only"`` when the client's converter has a
+    payload codec (encryption: the run's text stays out of Temporal even encrypted),
+    else ``"first-line"``."""
+
+    def __init__(
+        self,
+        client: Client,
+        store: CheckpointStore,
+        task_queue: str = DEFAULT_TASK_QUEUE,
+        *,
+        summaries: Summaries | None = None,
+    ):
         self.temporal = client
         self.store = store
         self.task_queue = task_queue
+        if summaries not in (None, "agent-only", "first-line"):
+            raise ConfigurationError(f"summaries={summaries!r}: use 'agent-only' or 'first-line'")
+        self._summaries = summaries
         self._search_attributes: bool | None = None
+
+    @property
+    def summaries(self) -> Summaries:
+        """As given; by default ``agent-only`` when the client encrypts payloads, else ``first-line``."""
+        if self._summaries is not None:
+            return self._summaries
+        return "agent-only" if self.temporal.data_converter.payload_codec is not None else "first-line"
 
     @classmethod
     async def connect(
@@ -117,15 +173,17 @@ class AgentClient:
         namespace: str | None = None,
         task_queue: str = DEFAULT_TASK_QUEUE,
         codec: PayloadCodec | None = None,
+        summaries: Summaries | None = None,
     ) -> AgentClient:
         """Connect to Temporal (``temporalio.envconfig`` conventions) and open the store.
 
-        ``codec`` (e.g. an encrypting ``PayloadCodec``) encodes every payload
+        ``codec`` (e.g. an encrypting ``PayloadCodec``; default: the configured
+        encryption, see ``durable_agents.encryption``) encodes every payload
         this client and a worker built from it write to Temporal history.
         """
         opened = store if isinstance(store, CheckpointStore) else open_store(store)
         client = await connect(address, namespace, codec=codec)
-        return cls(client, opened, task_queue)
+        return cls(client, opened, task_queue, summaries=summaries)
 
     # -- runs ----------------------------------------------------------------------
     async def start(
@@ -137,6 +195,9 @@ class AgentClient:
         model: str | None = None,
         interrupt: bool = False,
         approval: ApprovalDecision | None = None,
+        model_settings: ModelSettings | None = None,
+        usage_limits: UsageLimits | None = None,
+        stream: bool = False,
     ) -> WorkflowHandle:
         """Start a run and return its workflow handle without waiting.
 
@@ -144,11 +205,17 @@ class AgentClient:
         ``interrupt=True`` the live run is aborted first (its in-flight tool
         calls get ``cancelled`` results) and the new input continues the session.
         A new session's id over ``MAX_SESSION_ID_BYTES`` raises ``ConfigurationError``.
+        ``model_settings`` and ``usage_limits`` replace the agent's for this run (a
+        resumed run keeps the ones its run recorded unless new ones are given).
+        ``stream=True``: the run writes its events (text deltas included) to the
+        store's event log, for ``stream()`` / ``watch()`` (``stream()`` sets it).
         """
         header = self.store.load_header(session_id)
         _check_session_id(session_id, new=header is None)
         if header is not None and header.status == CheckpointStatus.AWAITING_APPROVAL and approval is None:
             raise SessionAwaitingApprovalError(session_id, header.approval_id)
+        if header is not None and header.parent_session_id is not None:
+            _refuse_subagent_session(self.store, session_id, header.parent_session_id, header.parent_tool_call_id)
         messages = as_messages(input)
         first = next((m.content for m in messages if m.content), "") or "(resume)"
         if interrupt:
@@ -167,15 +234,18 @@ class AgentClient:
                     store_id=self.store.store_id,
                     store_location=self.store.location,
                     model=model,
+                    model_settings=model_settings,
+                    usage_limits=usage_limits,
                     approval=approval,
                     search_attributes=self._search_attributes,
+                    stream=stream or None,
                 ),
                 id=session_id,
                 task_queue=self.task_queue,
                 result_type=RunSummary,
                 id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
                 id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
-                static_summary=f"{agent}: {first.splitlines()[0][:120]}",
+                static_summary=agent if self.summaries == "agent-only" else f"{agent}: {first.splitlines()[0][:120]}",
             )
         except WorkflowAlreadyStartedError as e:
             if token is not None:
@@ -209,14 +279,29 @@ class AgentClient:
         session_id: str,
         model: str | None = None,
         interrupt: bool = False,
+        model_settings: ModelSettings | None = None,
+        usage_limits: UsageLimits | None = None,
+        output_type: type[BaseModel] | None = None,
     ) -> RunResult:
         """Run ``agent`` on ``input`` in session ``session_id``; return its end or its
         pause for approval (``finish_reason == "awaiting-approval"``).
 
-        ``input`` may be ``[]`` to resume an unfinished run without new input.
+        ``input`` may be ``[]`` to resume an unfinished run without new input. With
+        ``output_type`` (the agent's), ``RunResult.output`` is an instance of it.
         """
-        await self.start(agent, input, session_id=session_id, model=model, interrupt=interrupt)
-        return await self.outcome(session_id)
+        await self.start(
+            agent,
+            input,
+            session_id=session_id,
+            model=model,
+            interrupt=interrupt,
+            model_settings=model_settings,
+            usage_limits=usage_limits,
+        )
+        result = await self.outcome(session_id)
+        if output_type is not None and result.output is not None:
+            result.output = result.output_as(output_type)
+        return result
 
     async def resume(self, session_id: str, *, agent: str | None = None) -> RunResult:
         """Continue an unfinished session (e.g. a fork or a crashed run) without new input."""
@@ -227,6 +312,61 @@ class AgentClient:
         if not name:
             raise ConfigurationError(f"session {session_id!r} records no agent; pass agent=")
         return await self.send(name, [], session_id=session_id)
+
+    # -- streams ----------------------------------------------------------------------
+    async def stream(
+        self,
+        agent: str,
+        input: str | Message | Sequence[str | Message],
+        *,
+        session_id: str,
+        model: str | None = None,
+        interrupt: bool = False,
+        model_settings: ModelSettings | None = None,
+        usage_limits: UsageLimits | None = None,
+    ) -> AsyncIterator[Event]:
+        """``send()``, as the run goes: its events (``durable_agents.events``) in order, from
+        ``RunStarted`` to ``RunFinished`` or ``RunPaused`` (whose ``result`` is what ``send()``
+        returns). The model's text arrives as ``TextDelta`` events as the provider streams it;
+        a failed run ends with ``RunFailed``, then raises its typed error as ``send()`` would.
+        Each event's ``offset`` is its place in the session's log: ``watch(session_id,
+        after=offset)`` goes on from there (after a lost connection, from another process).
+        """
+        after = await asyncio.to_thread(self._log_end, session_id)
+        await self.start(
+            agent,
+            input,
+            session_id=session_id,
+            model=model,
+            interrupt=interrupt,
+            model_settings=model_settings,
+            usage_limits=usage_limits,
+            stream=True,
+        )
+        async for event in follow(self, session_id, after):
+            yield event
+
+    async def watch(self, session_id: str, *, after: int = 0) -> AsyncIterator[Event]:
+        """The session's events with an offset above ``after`` (0: from its first), then, while
+        a run is live, its events as they come, until the run's next outcome (``RunFinished``,
+        ``RunPaused``, ``RunFailed``: then its typed error is raised). Runs started with
+        ``stream=True`` (``stream()``, the CLI's ``run``) write events; a run that does not
+        stream is followed to its outcome only (an event with ``offset`` None)."""
+        if await asyncio.to_thread(self.store.load_header, session_id) is None:
+            live = await self._is_running(self.temporal.get_workflow_handle(session_id))
+            if not live and not await asyncio.to_thread(self._log_end, session_id):
+                raise CheckpointNotFoundError(f"no session {session_id!r} in {self.store!r}", session_id=session_id)
+        async for event in follow(self, session_id, after):
+            yield event
+
+    def _log_end(self, session_id: str) -> int:
+        try:
+            return self.store.last_event_offset(session_id)
+        except NotImplementedError:
+            raise ConfigurationError(
+                f"{type(self.store).__name__} keeps no event log, so runs cannot stream: use a store "
+                "that does (every shipped store does)"
+            ) from None
 
     async def outcome(self, session_id: str) -> RunResult:
         """Wait for the session's live run to pause for approval or end."""
@@ -329,6 +469,12 @@ class AgentClient:
         )
         if live:
             return await self._await(session_id, "decide", decision)
+        if pending.parent_session_id is not None and self.store.load_header(pending.parent_session_id) is not None:
+            # a sub-agent's run closed with its parent's: the parent's next run brings the decision
+            return await self.approve(
+                pending.parent_session_id, pending.approval_id, approved=approved, note=note,
+                arguments=arguments, decided_by=decided_by,
+            )  # fmt: skip
         await self.start(pending.agent, [], session_id=session_id, approval=decision)
         return await self.outcome(session_id)
 
@@ -354,7 +500,7 @@ class AgentClient:
             pending = pending_from_store(self.store, summary.session_id)
             if pending is not None:
                 found.append(pending)
-        return found
+        return _once_each(found)
 
     async def waiting_approvals(self, agent: str | None = None) -> list[PendingApproval]:
         """Every approval waiting for a decision, oldest first: the live runs Temporal's
@@ -377,7 +523,7 @@ class AgentClient:
                         pending = _pending_from_visibility(execution)
                     if pending is not None:
                         found[execution.id] = pending
-        return sorted(found.values(), key=lambda p: p.requested_at)
+        return sorted(_once_each(found.values()), key=lambda p: p.requested_at)
 
     # -- plumbing ------------------------------------------------------------------
     async def _pending(self, session_id: str, handle: WorkflowHandle, live: bool) -> PendingApproval | None:

@@ -4,7 +4,9 @@ Address, namespace, API key, TLS and profiles come from
 ``temporalio.envconfig`` (``TEMPORAL_ADDRESS``, ``TEMPORAL_NAMESPACE``,
 ``TEMPORAL_API_KEY``, ``TEMPORAL_PROFILE``, the config file), and the pydantic
 data converter is always used. A payload codec (e.g. encryption) can be
-passed without changing anything else.
+passed without changing anything else; without one, the encryption keys of
+``DURABLE_AGENTS_ENCRYPTION_KEYS`` / ``DURABLE_AGENTS_ENCRYPTION_KEY_FILE``
+turn on ``EncryptionCodec`` (see ``durable_agents.encryption``).
 """
 
 from __future__ import annotations
@@ -13,12 +15,12 @@ import dataclasses
 from typing import Any
 
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter, PayloadCodec
 from temporalio.envconfig import ClientConfig
+from temporalio.runtime import Runtime
 
 from durable_agents.checkpoint.errors import ConfigurationError
-from durable_agents.plugin import DurableAgentsPlugin, with_our_converter
+from durable_agents.plugin import OUR_DATA_CONVERTER, DurableAgentsPlugin, with_our_converter
 
 __all__ = ["DEFAULT_TASK_QUEUE", "connect"]
 
@@ -27,7 +29,7 @@ DEFAULT_TASK_QUEUE = "durable-agents"
 
 def data_converter(codec: PayloadCodec | None = None) -> DataConverter:
     """The pydantic data converter, with ``codec`` when given (failure messages encoded too)."""
-    return with_our_converter(dataclasses.replace(pydantic_data_converter, payload_codec=codec))
+    return with_our_converter(dataclasses.replace(OUR_DATA_CONVERTER, payload_codec=codec))
 
 
 async def connect(
@@ -36,7 +38,17 @@ async def connect(
     *,
     profile: str | None = None,
     codec: PayloadCodec | None = None,
+    runtime: Runtime | None = None,
 ) -> Client:
+    """A client with the pydantic converter and ``DurableAgentsPlugin``.
+
+    ``codec``: default, the configured encryption (None when no keys are set).
+    ``runtime``: e.g. one exporting metrics (``durable_agents.observability.metrics_runtime``).
+    """
+    if codec is None:
+        from durable_agents.encryption import encryption_from_env
+
+        codec = encryption_from_env()
     config: dict[str, Any] = dict(ClientConfig.load_client_connect_config(profile=profile))
     if address:
         config["target_host"] = address
@@ -44,7 +56,9 @@ async def connect(
         config["namespace"] = namespace
     config.setdefault("target_host", "localhost:7233")
     try:
-        return await Client.connect(**config, data_converter=data_converter(codec), plugins=[DurableAgentsPlugin()])
+        return await Client.connect(
+            **config, data_converter=data_converter(codec), plugins=[DurableAgentsPlugin()], runtime=runtime
+        )
     except RuntimeError as e:
         reason = "connection refused" if "refused" in str(e).lower() else str(e)
         raise ConfigurationError(

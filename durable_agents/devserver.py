@@ -114,7 +114,8 @@ class DevServer:
     """``temporal server start-dev`` as a child process; see the module docstring.
 
     ``port=None``: 7233 if free, else a free port; ``ui_port=None``: port + 1000 if
-    free, else a free port; ``db_file=None``: in memory. Output goes to ``log_file``
+    free, else a free port; ``db_file=None``: in memory; ``ui_codec_endpoint``: the
+    codec server the UI decodes payloads with. Output goes to ``log_file``
     (else a temporary file removed at stop). ``start()`` returns once the server
     answers with the search attributes registered (and the UI port is open).
     """
@@ -127,6 +128,8 @@ class DevServer:
     namespace: str = "default"
     log_file: Path | None = None
     startup_timeout: float = 60.0
+    ui_codec_endpoint: str | None = None
+    """A remote codec the UI decodes payloads with (``durable_agents.codec_server``)."""
     _proc: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
     _log_path: Path | None = field(default=None, init=False, repr=False)
     _temp_log: bool = field(default=False, init=False, repr=False)
@@ -162,6 +165,8 @@ class DevServer:
             cmd += ["--namespace", self.namespace]
         if self.ui:
             cmd += ["--ui-port", str(self.ui_port), "--ui-disable-news-fetch"]
+            if self.ui_codec_endpoint:
+                cmd += ["--ui-codec-endpoint", self.ui_codec_endpoint]
         else:
             cmd.append("--headless")
         if self.db_file is not None:

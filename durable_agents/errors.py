@@ -16,7 +16,10 @@ Hierarchy::
     ├── ResumeToolMissingError              RESUME_TOOL_MISSING
     ├── ToolDurabilityError                 TOOL_DURABILITY_ERROR
     └── RunFailedError                      RUN_FAILED
-        └── ModelProviderError              MODEL_PROVIDER_ERROR
+        ├── ModelProviderError              MODEL_PROVIDER_ERROR
+        ├── OutputValidationError           OUTPUT_INVALID
+        ├── PropagatingToolError            PROPAGATING_TOOL_ERROR
+        └── HookFailedError                 HOOK_FAILED
 """
 
 from __future__ import annotations
@@ -119,6 +122,36 @@ class ModelProviderError(RunFailedError):
     failure_type = FailureType.MODEL_PROVIDER_REQUEST
 
 
+class OutputValidationError(RunFailedError):
+    """The model's final answer did not validate against the agent's ``output_type``,
+    even after it was told why ``output_retries`` times. The session stays resumable:
+    the last error was sent back, so a resume asks the model once more."""
+
+    code = "OUTPUT_INVALID"
+    failure_type = FailureType.OUTPUT_INVALID
+
+
+class PropagatingToolError(RunFailedError):
+    """Raise it in a tool to fail the run instead of giving the model an error result.
+
+    The call gets no result and the checkpoint stays ``in-progress``: a resume runs the
+    call again (an at-most-once tool too: its start is forgotten, since it says it did
+    not complete). The client raises it (with ``session_id``) for the failed run."""
+
+    code = "PROPAGATING_TOOL_ERROR"
+    failure_type = FailureType.PROPAGATING_TOOL
+
+    def __init__(self, message: str, *, session_id: str = "", cause_type: str | None = None) -> None:
+        super().__init__(message, session_id=session_id, cause_type=cause_type)
+
+
+class HookFailedError(RunFailedError):
+    """An agent hook raised; the run failed resumably (the step runs again, hook included)."""
+
+    code = "HOOK_FAILED"
+    failure_type = FailureType.HOOK_FAILED
+
+
 __all__ = [
     "AgentDriftError",
     "ApprovalNotPendingError",
@@ -126,7 +159,10 @@ __all__ = [
     "ConfigurationError",
     "DurableAgentsError",
     "FailureType",
+    "HookFailedError",
     "ModelProviderError",
+    "OutputValidationError",
+    "PropagatingToolError",
     "ResumeToolMissingError",
     "RunFailedError",
     "SessionAwaitingApprovalError",

@@ -3,7 +3,7 @@
 Built on ``temporalio.plugin.SimplePlugin``, like Temporal's own integrations:
 
 - the pydantic data converter (a payload codec the client already has, e.g.
-  encryption, is kept);
+  encryption, is kept; ``codec=`` sets one, e.g. ``EncryptionCodec.from_env()``);
 - the agent-run and fork workflows, and the activities bound to a store and
   agents (worker only, when ``store`` is given);
 - the workflow sandbox's passthrough modules (only the contracts the workflows
@@ -28,16 +28,19 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from temporalio.contrib.pydantic import PydanticPayloadConverter, pydantic_data_converter
-from temporalio.converter import DataConverter, DefaultFailureConverter
+from temporalio.converter import DataConverter, DefaultFailureConverter, PayloadCodec
 from temporalio.plugin import SimplePlugin
 from temporalio.worker import WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from durable_agents.checkpoint.errors import ConfigurationError, DurableAgentsError
+from durable_agents.encryption import EncryptedPayloadRefused
 
 if TYPE_CHECKING:
     from durable_agents.activities.definitions import Agent
     from durable_agents.activities.providers.base import ModelProvider
+    from durable_agents.activities.providers.registry import ProviderRegistry
+    from durable_agents.activities.transcript_cache import TranscriptCache
     from durable_agents.checkpoint.stores.base import CheckpointStore
 
 __all__ = ["DurableAgentsPlugin"]
@@ -50,13 +53,30 @@ PASSTHROUGH_MODULES = (
     "annotated_types",
     "durable_agents.checkpoint.errors",
     "durable_agents.checkpoint.format",
+    "durable_agents.checkpoint._format_model",
+    "durable_agents.checkpoint.parts",
+    "durable_agents.checkpoint.run_options",
+    "durable_agents.checkpoint.pricing",
     "durable_agents.checkpoint.fingerprint",
     "durable_agents.activities.contracts",
+    "durable_agents.activities.subagent_contracts",
     "durable_agents.workflows.contracts",
 )
 """What the workflows import from outside the sandbox: pure data contracts, no I/O."""
 
 WORKFLOW_FAILURE_EXCEPTION_TYPES: tuple[type[BaseException], ...] = (DurableAgentsError,)
+
+
+class DurableAgentsPayloadConverter(PydanticPayloadConverter):
+    """The pydantic payload converter, plus a clear error for an encrypted payload
+    that no codec decrypted (``encryption.EncryptedPayloadRefused``)."""
+
+    def __init__(self) -> None:  # runs inside the workflow sandbox too: no imports here
+        super().__init__()
+        self._set_converters(*self.converters.values(), EncryptedPayloadRefused())
+
+
+OUR_DATA_CONVERTER = dataclasses.replace(pydantic_data_converter, payload_converter_class=DurableAgentsPayloadConverter)
 
 
 class EncodedFailureConverter(DefaultFailureConverter):
@@ -71,18 +91,29 @@ class EncodedFailureConverter(DefaultFailureConverter):
         super().__init__(encode_common_attributes=True)
 
 
-def with_our_converter(existing: DataConverter | None) -> DataConverter:
+def with_our_converter(existing: DataConverter | None, codec: PayloadCodec | None = None) -> DataConverter:
     """The pydantic data converter, keeping everything else the user set (codec,
-    failure converter); with a codec, failure messages are encoded too."""
+    failure converter); with a codec, failure messages are encoded too.
+
+    ``codec`` is set as the payload codec; a converter with another codec already is refused."""
     base = existing if existing is not None else DataConverter.default
+    if codec is not None and base.payload_codec is not codec:
+        if base.payload_codec is not None:
+            raise ConfigurationError(
+                f"this client's data converter already has a payload codec ({type(base.payload_codec).__name__}); "
+                f"pass codec={type(codec).__name__}(…) or keep that one, not both"
+            )
+        base = dataclasses.replace(base, payload_codec=codec)
     failures = base.failure_converter_class
     if base.payload_codec is not None and failures is DefaultFailureConverter:
         failures = EncodedFailureConverter
     if issubclass(base.payload_converter_class, PydanticPayloadConverter) and failures is base.failure_converter_class:
         return base
     if base.payload_codec is None and failures is DefaultFailureConverter and base is DataConverter.default:
-        return pydantic_data_converter
-    return dataclasses.replace(base, payload_converter_class=PydanticPayloadConverter, failure_converter_class=failures)
+        return OUR_DATA_CONVERTER
+    return dataclasses.replace(
+        base, payload_converter_class=DurableAgentsPayloadConverter, failure_converter_class=failures
+    )
 
 
 def with_our_passthrough(existing: WorkflowRunner | None) -> WorkflowRunner:
@@ -104,7 +135,12 @@ def carries_our_payloads(converter: DataConverter) -> bool:
 
 class DurableAgentsPlugin(SimplePlugin):
     """The converter, sandbox and failure types for a client; plus workflows and
-    activities for a worker when ``store`` is given."""
+    activities for a worker when ``store`` is given.
+
+    ``codec``: a payload codec for the client's converter, e.g.
+    ``durable_agents.EncryptionCodec.from_env()`` (with it, failures are encoded too).
+    ``transcript_cache``: the worker's cache of transcripts (default: one with the
+    default bounds; see ``durable_agents.activities.transcript_cache``)."""
 
     def __init__(
         self,
@@ -113,27 +149,53 @@ class DurableAgentsPlugin(SimplePlugin):
         store: CheckpointStore | None = None,
         providers: Mapping[str, ModelProvider] | None = None,
         allow_memory_store: bool = False,
+        codec: PayloadCodec | None = None,
+        transcript_cache: TranscriptCache | None = None,
     ) -> None:
         activities = None
         workflows = None
+        run_context = None
         if store is not None:
             from durable_agents.activities import build_activities
+            from durable_agents.activities.mcp_client import MCPConnections
             from durable_agents.activities.providers.registry import ProviderRegistry
+            from durable_agents.activities.subagents import with_subagents
             from durable_agents.workflows import ALL_WORKFLOWS
 
             _check_store(store, allow_memory_store)
-            activities = build_activities(store, _by_name(agents), ProviderRegistry(dict(providers or {})))
+            registry = ProviderRegistry(dict(providers or {}))
+            agents = with_subagents(agents)  # their sub-agents' child runs run here too
+            _check_providers(agents, registry)
+            mcp = MCPConnections()  # the worker's MCP sessions: closed (stdio servers stopped) when it stops
+            activities = build_activities(store, _by_name(agents), registry, mcp=mcp, transcripts=transcript_cache)
             workflows = list(ALL_WORKFLOWS)
+            run_context = mcp.running
         elif agents:
             raise ConfigurationError("DurableAgentsPlugin(agents=…) needs store=… too: the worker's checkpoint store")
         super().__init__(
             PLUGIN_NAME,
-            data_converter=with_our_converter,
+            data_converter=lambda existing: with_our_converter(existing, codec),
             activities=activities,
             workflows=workflows,
             workflow_runner=with_our_passthrough,
             workflow_failure_exception_types=_append_failure_types,
+            run_context=run_context,
         )
+
+
+def _check_providers(agents: Sequence[Agent], registry: ProviderRegistry) -> None:
+    """Every agent's provider has an implementation on this worker (checked at start, not at the first turn)."""
+    from durable_agents.activities.providers.registry import split_model_string
+
+    known = registry.names()
+    for agent in agents:
+        provider, _ = split_model_string(agent.model)
+        if provider not in known:
+            raise ConfigurationError(
+                f"agent {agent.name!r} uses provider {provider!r}, which this worker does not have "
+                f"(known: {', '.join(known)}); pass build_worker(providers={{{provider!r}: ...}}) "
+                "or register it with durable_agents.register_provider()"
+            )
 
 
 def _append_failure_types(existing: Sequence[type[BaseException]] | None) -> list[type[BaseException]]:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, Field
 
 from durable_agents.checkpoint.fingerprint import AgentDrift
 from durable_agents.checkpoint.format import FinishReason, FormatModel, Message, Role, ToolCall, Usage
@@ -10,6 +12,8 @@ from durable_agents.checkpoint.stores.base import CheckpointStore
 from durable_agents.workflows.contracts import RunSummary
 
 __all__ = ["RunResult"]
+
+M = TypeVar("M", bound=BaseModel)
 
 
 class RunResult(FormatModel):
@@ -23,6 +27,11 @@ class RunResult(FormatModel):
     """The tool calls of this run, in order."""
     approval_id: str | None = None
     """Set when the run paused: decide it with ``AgentClient.approve``."""
+    output: Any = None
+    """The final answer of an agent with an ``output_type``: validated JSON as stored, or an
+    instance of the type when the caller gave it (``send(output_type=…)``, :meth:`output_as`)."""
+    detail: str | None = None
+    """Why the run ended when ``finish_reason`` alone does not say (``usage-limit``: which limit)."""
     drift: AgentDrift | None = None
     """Set when the run resumed with an agent that changed since the checkpoint (on_agent_drift='warn')."""
 
@@ -48,4 +57,21 @@ class RunResult(FormatModel):
             tool_calls=calls,
             approval_id=summary.approval_id,
             drift=summary.drift,
+            detail=summary.detail,
+            output=_stored_output(summary, store),
         )
+
+    def output_as(self, output_type: type[M]) -> M:
+        """The final answer as an instance of ``output_type``."""
+        if self.output is None:
+            raise ValueError(f"run of session {self.session_id!r} has no output ({self.finish_reason})")
+        if isinstance(self.output, output_type):
+            return self.output
+        return output_type.model_validate(self.output)
+
+
+def _stored_output(summary: RunSummary, store: CheckpointStore) -> Any:
+    if summary.finish_reason != FinishReason.STOP:
+        return None
+    header = store.load_header(summary.session_id)
+    return header.output if header is not None else None

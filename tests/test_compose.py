@@ -80,6 +80,12 @@ def test_ui_points_at_server(services):
     assert "temporal" in depends(ui)
 
 
+def test_ui_decrypts_through_a_codec_endpoint_when_given(services):
+    ui_env = env(services["temporal-ui"])
+    assert ui_env["TEMPORAL_CODEC_ENDPOINT"] == "${TEMPORAL_CODEC_ENDPOINT:-}"  # off unless set
+    assert "durable-agents codec-server --ui-origin http://localhost:8080" in COMPOSE.read_text()
+
+
 def test_search_attributes_match_the_dev_server(services):
     setup = [s for s in services.values() if "search-attribute create" in script(s)]
     assert len(setup) == 1, "exactly one service registers the search attributes"

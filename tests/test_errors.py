@@ -38,6 +38,9 @@ WIRE = {
     "MODEL_PROVIDER_REQUEST": "ModelProviderRequestError",
     "MODEL_PROVIDER_RETRYABLE": "ModelProviderRetryableError",
     "MODEL_PROVIDER_MALFORMED_REPLY": "ModelProviderMalformedReply",
+    "OUTPUT_INVALID": "OutputValidationError",
+    "PROPAGATING_TOOL": "PropagatingToolError",
+    "HOOK_FAILED": "HookError",
 }
 CODES = {
     "DurableAgentsError": "DURABLE_AGENTS_ERROR",
@@ -53,6 +56,9 @@ CODES = {
     "ToolDurabilityError": "TOOL_DURABILITY_ERROR",
     "RunFailedError": "RUN_FAILED",
     "ModelProviderError": "MODEL_PROVIDER_ERROR",
+    "OutputValidationError": "OUTPUT_INVALID",
+    "PropagatingToolError": "PROPAGATING_TOOL_ERROR",
+    "HookFailedError": "HOOK_FAILED",
 }
 RETRYABLE_CLASSES = {"StoreUnavailableError"}
 
@@ -83,6 +89,9 @@ SAMPLES: dict[str, errors.DurableAgentsError] = {
     "ToolDurabilityError": errors.ToolDurabilityError("lost"),
     "RunFailedError": errors.RunFailedError("failed", session_id="s1"),
     "ModelProviderError": errors.ModelProviderError("400", session_id="s1"),
+    "OutputValidationError": errors.OutputValidationError("bad answer", session_id="s1"),
+    "PropagatingToolError": errors.PropagatingToolError("provider down", session_id="s1"),
+    "HookFailedError": errors.HookFailedError("hook raised", session_id="s1"),
 }
 
 

@@ -81,3 +81,37 @@ async def test_history_bytes_per_step_stay_flat_over_300_steps(run_worker, store
     assert late <= 1.5 * early
     # and no single payload carries the transcript (~600 KB by the end)
     assert max(e.ByteSize() for e in events) < 16_000
+
+
+async def _step_bytes(env, sid: str, first_run_id: str) -> tuple[int, int]:
+    """History bytes of step 30 and of step 300 (from one model turn to the next)."""
+    events, _ = await _all_events(env.client, sid, first_run_id)
+    starts = [
+        i
+        for i, e in enumerate(events)
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+        and e.activity_task_scheduled_event_attributes.activity_type.name == MODEL_TURN
+    ]
+    assert len(starts) == STEPS + 1
+    return tuple(sum(e.ByteSize() for e in events[starts[s - 1] : starts[s]]) for s in (30, 300))  # type: ignore[return-value]
+
+
+@pytest.mark.slow
+async def test_history_bytes_per_step_with_streaming_on_stay_within_1_5x_of_without(run_worker, store, env):
+    """Deltas and step events go to the store's event log, never through Temporal history."""
+    plain, streamed = session_id(), session_id()
+    async with run_worker([long_agent]) as client:
+        plain_handle = await client.start("long", "go", session_id=plain)
+        await client.result(plain, plain_handle)
+        streamed_handle = await client.start("long", "go", session_id=streamed, stream=True)
+        result = await client.result(streamed, streamed_handle)
+    assert result.steps == STEPS + 1
+    deltas = [e for e in store.read_events(streamed) if '"type":"text-delta"' in e.body]
+    assert len(deltas) >= STEPS  # it did stream: every turn's text, ~1 KB each, went to the store
+    before = await _step_bytes(env, plain, plain_handle.first_execution_run_id)
+    after = await _step_bytes(env, streamed, streamed_handle.first_execution_run_id)
+    print(
+        f"history bytes/step, streaming off → on: step 30 {before[0]} → {after[0]}, step 300 {before[1]} → {after[1]}"
+    )
+    assert after[0] <= 1.5 * before[0] and after[1] <= 1.5 * before[1]
+    assert after[1] <= 1.5 * after[0]  # and flat

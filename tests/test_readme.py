@@ -135,12 +135,14 @@ def test_the_readme_tour_runs_as_written(env: WorkflowEnvironment, tmp_path: Pat
         llm.anthropic.reply_tool_calls([("charge_card", {"amount_cents": 4000}, "toolu_2")], text="Deposit next.")
         llm.anthropic.reply_text("Booked: a table for 2 tonight, deposit paid.")
         llm.anthropic.reply_text("It will rain, so I booked a table indoors.")  # the resumed fork
+        llm.anthropic.reply_text(STREAMED)  # the Streaming section's run, streamed (server-sent events)
+        llm.stream_delay = 0.01  # its 13 deltas arrive over 0.13 s, as a model's would
         llm.anthropic.reply_text("Booked: a table for 4 tomorrow.")  # the plain-temporalio worker's run
 
         worker_cmd = [
             str(BIN / "durable-agents"),
             *("--address", address, "--task-queue", task_queue, "--store", f"sqlite:///{store_path}"),
-            *("worker", "--agent", "myapp.agents:booker"),
+            *("worker", "--agent", "myapp.agents:booker", "--agent", "myapp.team:planner"),
         ]
         worker_env = project_env(project, ANTHROPIC_BASE_URL=llm.anthropic_base_url, ANTHROPIC_API_KEY=API_KEY)
         worker = start_worker(worker_cmd, project, worker_env, log)
@@ -182,7 +184,7 @@ def test_the_readme_tour_runs_as_written(env: WorkflowEnvironment, tmp_path: Pat
 
 def check_tour(trace: dict, stdout: str, requests: list[dict], store_path: Path) -> None:
     def after(call: str) -> dict:
-        (entry,) = [b for b in trace["blocks"] if call in b["code"]]
+        entry = next(b for b in trace["blocks"] if call in b["code"])  # the first block that makes the call
         return entry["result"]
 
     # send(): the run pauses on the charge, which needs approval
@@ -204,6 +206,7 @@ def check_tour(trace: dict, stdout: str, requests: list[dict], store_path: Path)
     assert names["cmp"]["diverged_at"] == 1 and names["cmp"]["drift"]["step_count"] == {"a": 3, "b": 1}
     # the plain-temporalio worker
     assert (trace["plain"]["session_id"], trace["plain"]["finish_reason"]) == ("chat-43", "stop")
+    check_team(trace, stdout, store_path)
 
     store = SqliteStore(store_path)
     try:
@@ -226,10 +229,69 @@ def check_tour(trace: dict, stdout: str, requests: list[dict], store_path: Path)
     finally:
         store.close()
 
-    # the worker's real SDK called the fake: 3 turns for chat-42, 1 for the fork, 1 for chat-43
-    assert len(requests) == 5, [r["body"]["messages"][-1] for r in requests]
+    # the worker's real SDK called the fake: 3 turns for chat-42, 1 for the fork, 1 streamed, 1 for chat-43
+    assert len(requests) == 6, [r["body"]["messages"][-1] for r in requests]
+    assert [bool(r["body"].get("stream")) for r in requests] == [False] * 4 + [True, False]
+    check_streaming(trace, stdout, store_path)
     keys = [r["headers"].get("x-api-key") or r["headers"].get("authorization", "") for r in requests]
     assert all(API_KEY in key for key in keys), keys  # the worker's environment, as the README says
     assert {r["body"]["model"] for r in requests} == {"claude-sonnet-4-5"}
     sent_back = [b for b in requests[2]["body"]["messages"][-1]["content"] if b.get("type") == "tool_result"]
     assert [(b["tool_use_id"], json.loads(b["content"])) for b in sent_back] == [("toolu_2", receipt)]
+
+
+def test_every_file_block_imports_as_written(tmp_path: Path):
+    """Modules the tour's worker does not load (e.g. myapp/settings.py) still run as written."""
+    blocks = readme_blocks()
+    written = write_project(blocks, tmp_path)
+    modules = [".".join(p.relative_to(tmp_path).with_suffix("").parts) for p in written if p.suffix == ".py"]
+    assert "myapp.settings" in modules and "myapp.offline" in modules
+    probe = "import importlib, sys\nfor name in sys.argv[1:]:\n    importlib.import_module(name)\n"
+    ran = subprocess.run(
+        [sys.executable, "-P", "-c", probe, *modules],
+        cwd=tmp_path,
+        env=project_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert ran.returncode == 0, ran.stderr
+
+
+STREAMED = "Clear skies in Rome tonight: a table outside, then."
+
+
+def check_streaming(trace: dict, stdout: str, store_path: Path) -> None:
+    """The Streaming section: the text printed as it streamed, the run's end, the replay."""
+    assert f"{STREAMED}\nstop\n" in stdout, stdout
+    count = int(stdout.split(f"{STREAMED}\nstop\n", 1)[1].split()[0])
+    assert stdout.split(f"{STREAMED}\nstop\n", 1)[1].startswith(f"{count} True"), stdout
+    store = SqliteStore(store_path)
+    try:
+        events = store.read_events("chat-44")
+        assert len(events) == count and sum('"type":"text-delta"' in e.body for e in events) > 1
+        assert store.load("chat-44").messages[-1].content == STREAMED
+    finally:
+        store.close()
+
+
+def check_team(trace: dict, stdout: str, store_path: Path) -> None:
+    """Sub-agents: the reserver's approval paused the planner; approving the planner went on."""
+    (entry,) = [b for b in trace["blocks"] if 'client.send("planner"' in b["code"]]
+    team = entry["result"]
+    assert (team["session_id"], team["finish_reason"], team["messages"][-1]["content"]) == (
+        "team-1",
+        "stop",
+        "All set.",
+    )
+    assert "team-1/4 book_table {'restaurant': 'Roscioli', 'people': 2}" in stdout, stdout
+    store = SqliteStore(store_path)
+    try:
+        assert tool_results(store, "team-1") == [
+            ("scout", {"result": "Clear skies in Rome.", "subagentSessionId": "team-1/3"}),
+            ("reserve", {"result": "Booked.", "subagentSessionId": "team-1/4"}),
+        ]
+        assert tool_results(store, "team-1/4") == [("book_table", {"booked": "Roscioli", "people": 2})]
+        assert store.load_header("team-1/4").parent_session_id == "team-1"
+    finally:
+        store.close()

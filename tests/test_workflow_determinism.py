@@ -38,14 +38,20 @@ ALLOWED_IMPORTS = {
     "datetime",
     "temporalio",
     "durable_agents.activities.contracts",
+    "durable_agents.activities.events",  # EventActivities (record_events), referenced only
     "durable_agents.activities.approvals",
     "durable_agents.activities.fork",
     "durable_agents.activities.model",
     "durable_agents.activities.session",
     "durable_agents.activities.tools",
+    "durable_agents.activities.subagent_activities",
+    "durable_agents.activities.subagent_contracts",
+    "durable_agents.checkpoint.events",  # the event models (pydantic): the outcome event a streamed run writes
     "durable_agents.checkpoint.errors",
     "durable_agents.checkpoint.fingerprint",
     "durable_agents.checkpoint.format",
+    "durable_agents.checkpoint.pricing",  # data and arithmetic (usage limits)
+    "durable_agents.activities.metrics",  # counters through workflow.metric_meter(), which skips replays
     "durable_agents.workflows",
     "pydantic",
 }

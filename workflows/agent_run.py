@@ -16,14 +16,19 @@ from typing import Any, TypeVar
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, is_cancelled_exception
+from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_exception
 from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
     import durable_agents.activities.contracts as c
+    import durable_agents.activities.metrics as metrics
+    from durable_agents.activities.events import EventActivities
     from durable_agents.activities.model import ModelActivities
     from durable_agents.activities.session import SessionActivities
-    from durable_agents.checkpoint.format import CheckpointStatus, FinishReason, Message, RunConfig
+    from durable_agents.checkpoint.errors import FailureType
+    from durable_agents.checkpoint.events import RunFinished, RunOutcome, RunPaused
+    from durable_agents.checkpoint.format import CheckpointStatus, FinishReason, Message, RunConfig, RunError
+    from durable_agents.checkpoint.pricing import limit_reached
     from durable_agents.workflows import options, search
     from durable_agents.workflows.approvals import ApprovalGate
     from durable_agents.workflows.contracts import (
@@ -34,7 +39,7 @@ with workflow.unsafe.imports_passed_through():
         ResumePoint,
         RunSummary,
     )
-    from durable_agents.workflows.tool_steps import ToolSteps
+    from durable_agents.workflows.subagents import SubagentRelays, SubagentSteps
 
 WAIT_CANCEL = ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
 In = TypeVar("In")
@@ -42,7 +47,7 @@ Out = TypeVar("Out")
 
 
 @workflow.defn(name=AGENT_RUN_WORKFLOW)
-class AgentRunWorkflow(ToolSteps):
+class AgentRunWorkflow(SubagentSteps):
     """One run of a session. Its state lives here; activities get references to it."""
 
     def __init__(self) -> None:
@@ -53,6 +58,7 @@ class AgentRunWorkflow(ToolSteps):
         self._handoff: Handoff | None = None
         """Set when waiting handlers must answer without a summary (continued or failed)."""
         self._gate = ApprovalGate()
+        self._subagents = SubagentRelays()
 
     # -- handlers ---------------------------------------------------------------
     @workflow.query(name="run_state")
@@ -98,11 +104,33 @@ class AgentRunWorkflow(ToolSteps):
         self._inp = inp
         try:
             return await self._run()
+        except (ActivityError, ApplicationError) as e:
+            # One concise failure (the cause's own message and type, no nested traces),
+            # said in the checkpoint too; waiting clients learn of it before the run closes.
+            self._handoff = "failed"
+            failure = concise_failure(e)
+            metrics.run_ended(inp.agent, "failed")
+            if self._state is not None and workflow.patched(RECORD_FAILURE_PATCH):
+                await self._record_failure(failure)
+            await workflow.wait_condition(workflow.all_handlers_finished)
+            raise failure from None
         except Exception:
-            # Let waiting clients know before the failure closes the run.
             self._handoff = "failed"
             await workflow.wait_condition(workflow.all_handlers_finished)
             raise
+
+    async def _record_failure(self, failure: ApplicationError) -> None:
+        error = RunError(message=failure.message, type=failure.type, step=self.state.step_index)
+        try:
+            await workflow.execute_activity_method(
+                SessionActivities.record_failure,
+                c.RecordFailureInput(session_id=self.session_id, error=error),
+                start_to_close_timeout=options.STORE_TIMEOUT,
+                retry_policy=options.RECORD_FAILURE_RETRY,
+                summary="record the failure",
+            )
+        except ActivityError:
+            workflow.logger.warning("could not record the failure of %s in the store", self.session_id)
 
     async def _run(self) -> RunSummary:
         point = self.inp.resume or await self._begin()
@@ -116,8 +144,10 @@ class AgentRunWorkflow(ToolSteps):
                 raise
             summary = await self._abort()
         summary.drift = point.drift
+        await self._record_outcome(summary)
         self._outcome = summary
         self._publish(_status_after(summary.finish_reason), None, summary.finish_reason)
+        metrics.run_ended(self.config.agent, str(summary.finish_reason))
         await workflow.wait_condition(workflow.all_handlers_finished)
         return summary
 
@@ -131,9 +161,19 @@ class AgentRunWorkflow(ToolSteps):
                 queued = []
             if self.state.step_index - self.state.run_start_step >= self.config.max_steps:
                 return await self._finish(FinishReason.MAX_STEPS)
+            limited = limit_reached(
+                self.config.usage_limits, self.state.usage - self.state.run_start_usage, self.config.model
+            )
+            if limited is not None:
+                summary = await self._finish(FinishReason.USAGE_LIMIT)
+                summary.detail = limited
+                return summary
             if workflow.info().is_continue_as_new_suggested():
                 await self._continue_as_new(point)
             turn = await self._model_turn()
+            if turn.output_retry:  # the answer failed the output type; the model was told why
+                self.state.output_retries += 1
+                continue
             if not turn.tool_calls:
                 return self._summary(FinishReason.STOP)  # the model activity saved it as finished
             self.state.pending_tool_calls = turn.tool_calls
@@ -150,7 +190,13 @@ class AgentRunWorkflow(ToolSteps):
                 store_id=inp.store_id,
                 store_location=inp.store_location,
                 model=inp.model,
+                model_settings=inp.model_settings,
+                usage_limits=inp.usage_limits,
                 resolve_approval_id=inp.approval.approval_id if inp.approval else None,
+                stream=inp.stream,
+                parent_session_id=inp.parent.session_id if inp.parent else None,
+                parent_tool_call_id=inp.parent.tool_call_id if inp.parent else None,
+                parent_session_uid=inp.parent.session_uid if inp.parent else None,
             ),
             summary=f"begin run of {inp.agent}",
         )
@@ -178,7 +224,12 @@ class AgentRunWorkflow(ToolSteps):
         self._set_details(f"model turn {step}")
         turn = await self._call(
             ModelActivities.model_turn,
-            c.ModelTurnInput(session_id=self.session_id, position=self.state.message_count, step=step),
+            c.ModelTurnInput(
+                session_id=self.session_id,
+                position=self.state.message_count,
+                step=step,
+                output_retries_used=self.state.output_retries,
+            ),
             timeout=self.config.model_timeout_seconds,
             heartbeat=self.config.model_heartbeat_seconds,
             retry=options.MODEL_RETRY,
@@ -187,7 +238,7 @@ class AgentRunWorkflow(ToolSteps):
         self.state.step_index = step
         self.state.turn_position = self.state.message_count
         self.state.arguments_in_store = turn.arguments_in_store
-        self.state.message_count += 1
+        self.state.message_count += turn.appended
         self.state.usage = turn.usage
         return turn
 
@@ -307,6 +358,62 @@ class AgentRunWorkflow(ToolSteps):
 
     def _set_details(self, status: str) -> None:
         workflow.set_current_details(f"step {self.state.step_index} · {status}")
+
+    # -- streaming: the outcome in the run's event log ------------------------------------
+    async def _record_outcome(self, summary: RunSummary) -> None:
+        """A streamed run writes its outcome to its event log before a caller can learn it
+        from the run (so a reader that has the outcome finds the event there)."""
+        if not self.config.stream or not workflow.patched(STREAM_OUTCOME_PATCH):
+            return
+        key = f"outcome:{workflow.info().run_id}:{summary.finish_reason}"
+        await self._store(
+            EventActivities.record_events,
+            c.RecordEventsInput(session_id=self.session_id, events=[outcome_event(summary)], keys=[key]),
+            summary="stream the outcome",
+        )
+
+    def _outcome_event(self, reason: FinishReason, approval_id: str, message_count: int) -> dict[str, Any] | None:
+        """The pause of a streamed run as its ``RunPaused`` event (written with the pause)."""
+        if not self.config.stream:
+            return None
+        summary = self._summary(reason, approval_id)
+        summary.message_count = message_count
+        return outcome_event(summary)
+
+
+RECORD_FAILURE_PATCH = "record-last-error"
+STREAM_OUTCOME_PATCH = "stream-outcome-event"
+"""A streamed run ends with one more store activity: its outcome in its event log."""
+
+
+def outcome_event(summary: RunSummary) -> dict[str, Any]:
+    """``RunFinished`` or ``RunPaused`` for ``summary``, as JSON."""
+    outcome = RunOutcome.model_validate(summary.model_dump(exclude={"session_id"}))
+    kind = RunPaused if summary.finish_reason == FinishReason.AWAITING_APPROVAL else RunFinished
+    event = kind(session_id=summary.session_id, outcome=outcome, at=workflow.now())
+    if isinstance(event, RunFinished):
+        event.run_id = workflow.info().run_id
+    return event.to_dict()
+
+
+MAX_FAILURE_MESSAGE = 4000
+
+
+def concise_failure(error: BaseException) -> ApplicationError:
+    """The failure a run ends with: the first application error's message, type and details.
+
+    Temporal would otherwise nest the activity's failure (with its stack trace and
+    its own causes) inside the workflow's; a provider's long reply can then push the
+    failure past Temporal's size limit, and the UI shows only that."""
+    cause: BaseException | None = error
+    while cause is not None and not isinstance(cause, ApplicationError):
+        cause = cause.__cause__ or getattr(cause, "cause", None)
+    if cause is None:
+        return ApplicationError(str(error)[:MAX_FAILURE_MESSAGE], type=FailureType.RUN_FAILED, non_retryable=True)
+    message = cause.message
+    if len(message) > MAX_FAILURE_MESSAGE:
+        message = message[:MAX_FAILURE_MESSAGE] + f"… ({len(cause.message)} characters)"
+    return ApplicationError(message, *cause.details, type=cause.type or FailureType.RUN_FAILED, non_retryable=True)
 
 
 def _status_after(reason: FinishReason) -> CheckpointStatus:

@@ -105,3 +105,13 @@ class ApprovalGate:
 
     def close(self) -> None:
         self.pending = None
+
+    def relay(self, pending: PendingApproval) -> PendingApproval:
+        """Open a sub-agent's approval here: this run's handlers show and take it (the
+        sub-agent's run times it out, if its tool says so; this run only passes it on)."""
+        self.pending = pending
+        return pending
+
+    def decision(self, approval_id: str) -> ApprovalDecision | None:
+        """The decision taken on ``approval_id`` here, if any."""
+        return self._decisions.get(approval_id)

@@ -7,8 +7,9 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from durable_agents.activities.contracts import ApprovalDecision, RunState
+from durable_agents.activities.subagent_contracts import SubagentParent
 from durable_agents.checkpoint.fingerprint import AgentDrift
-from durable_agents.checkpoint.format import FinishReason, Message, RunConfig, Usage
+from durable_agents.checkpoint.format import FinishReason, Message, ModelSettings, RunConfig, Usage, UsageLimits
 
 AGENT_RUN_WORKFLOW = "AgentRun"
 FORK_WORKFLOW = "ForkSession"
@@ -37,11 +38,18 @@ class AgentRunInput(BaseModel):
     """The client's store: a worker on another store refuses the run, naming both."""
     store_location: str | None = None
     model: str | None = None
+    model_settings: ModelSettings | None = None
+    usage_limits: UsageLimits | None = None
     resume: ResumePoint | None = None
     approval: ApprovalDecision | None = None
     """A decision for the session's pending approval, given after its run closed."""
     search_attributes: bool = False
     """Set AgentName/AgentStatus/AgentStep/PendingApprovalId (they must be registered)."""
+    parent: SubagentParent | None = None
+    """Set for a sub-agent's run (a child workflow): the run and call that started it."""
+    stream: bool | None = None
+    """Write the run's events (text deltas included) to the store's event log, for
+    ``AgentClient.stream`` / ``watch``; None or False: the run does not stream."""
 
 
 class RunSummary(BaseModel):
@@ -56,6 +64,8 @@ class RunSummary(BaseModel):
     run_start_index: int
     approval_id: str | None = None
     drift: AgentDrift | None = None
+    detail: str | None = None
+    """Why the run ended when its finish reason alone does not say (e.g. which usage limit)."""
 
 
 class Outcome(BaseModel):

@@ -44,3 +44,7 @@ TOOL_HEARTBEAT_SECONDS = 10.0
 TOOL_RETRY = RetryPolicy(
     initial_interval=timedelta(milliseconds=500), maximum_interval=timedelta(seconds=30), maximum_attempts=10
 )
+RECORD_FAILURE_RETRY = RetryPolicy(
+    initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=2), maximum_attempts=3
+)
+"""Saying why a run failed is best effort: a store that is down is often why."""

@@ -16,6 +16,7 @@ from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     import durable_agents.activities.contracts as c
+    import durable_agents.activities.metrics as metrics
     from durable_agents.activities.approvals import ApprovalActivities
     from durable_agents.activities.tools import ToolActivities
     from durable_agents.checkpoint.format import CheckpointStatus, FinishReason, RunConfig, ToolCall, ToolSpec
@@ -32,6 +33,7 @@ class ToolSteps:
 
     _gate: ApprovalGate
     _outcome: RunSummary | None
+
     @property
     def session_id(self) -> str:
         raise NotImplementedError
@@ -55,6 +57,9 @@ class ToolSteps:
     def _set_details(self, status: str) -> None:
         raise NotImplementedError
 
+    def _outcome_event(self, reason: FinishReason, approval_id: str, message_count: int) -> dict[str, Any] | None:
+        raise NotImplementedError
+
     async def _store(self, fn: Callable[[Any, In], Awaitable[Out]], arg: In, summary: str | None = None) -> Out:
         raise NotImplementedError
 
@@ -69,6 +74,16 @@ class ToolSteps:
         summary: str | None,
     ) -> Out:
         raise NotImplementedError
+
+    # sub-agent calls (workflows/subagents.py)
+    def _calls_subagents(self) -> bool:
+        return False
+
+    async def _run_subagent(self, call: ToolCall, batch: Batch, index: int) -> int:
+        raise NotImplementedError
+
+    async def _tell_parent(self, pending: c.PendingApproval | None, resolved: str | None = None) -> None:
+        return None
 
     async def _run_tools(self) -> None:
         """Run the turn's calls in order; a call that needs approval pauses the batch there."""
@@ -155,6 +170,7 @@ class ToolSteps:
                 approval_id=approval_id,
                 remaining_tool_calls=remaining,
                 turn_position=self._refs_turn(),
+                outcome=self._outcome_event(FinishReason.AWAITING_APPROVAL, approval_id, recorded),
             ),
         )
         spec = self._spec(call)
@@ -166,12 +182,19 @@ class ToolSteps:
         self._outcome.message_count = recorded
         self._publish(CheckpointStatus.AWAITING_APPROVAL, approval_id)
         self._set_details(f"awaiting approval {approval_id} for {call.name}")
+        metrics.approval(self.config.agent, "requested")
+        await self._tell_parent(pending)  # a sub-agent's run: the parent's pauses too
         decision = await self._gate.wait(pending)
+        self._outcome = None  # the run goes on: its next pause or its end is what waiters get
+        metrics.approval(self.config.agent, "approved" if decision.approved else "rejected")
         self._publish(CheckpointStatus.IN_PROGRESS, None)
+        await self._tell_parent(None, approval_id)
         return decision
 
     async def _execute_tool(self, call: ToolCall, batch: Batch, index: int, arguments_in_store: bool = True) -> int:
         spec = self._spec(call)
+        if spec is not None and spec.subagent and self._calls_subagents():
+            return await self._run_subagent(call, batch, index)  # a child workflow, not the tool activity
         self._set_details(f"tool {call.name}")
         out = await self._call(
             ToolActivities.execute_tool,

@@ -1,6 +1,9 @@
 """Anthropic Messages API provider (``anthropic:<model>``).
 
-Converts the neutral transcript to Messages API turns and the reply back.
+Converts the neutral transcript to Messages API turns and the reply back
+(content blocks and prompt caching: :mod:`.anthropic_blocks`). Extended
+thinking (``ModelSettings.thinking_budget_tokens``) is sent when set; its
+blocks come back as opaque parts and are replayed verbatim.
 The SDK client is built with ``max_retries=0`` because Temporal owns retries;
 the API key and ``ANTHROPIC_BASE_URL`` are read by the SDK from the worker's
 environment, so they never pass through workflow inputs or history.
@@ -14,19 +17,21 @@ from typing import Any
 import anthropic
 from temporalio.exceptions import ApplicationError
 
+from durable_agents.activities.providers import anthropic_blocks as blocks
+from durable_agents.activities.providers.anthropic_settings import thinking_problem
 from durable_agents.activities.providers.base import (
     INVALID_JSON_KEY,
     ModelRequest,
     ModelResponse,
+    TextSink,
     malformed_reply,
     non_retryable_error,
     retryable_error,
     status_error,
 )
 from durable_agents.checkpoint.errors import FailureType
-from durable_agents.checkpoint.format import Message, Role, ToolCall, ToolSpec, Usage
-
-_EMPTY_OBJECT_SCHEMA = {"type": "object", "properties": {}}
+from durable_agents.checkpoint.format import Message, ModelSettings, Role, ToolCall, Usage
+from durable_agents.checkpoint.parts import OpaquePart, TextPart
 
 
 class AnthropicProvider:
@@ -51,10 +56,33 @@ class AnthropicProvider:
         client = self._get_client()
         params = to_anthropic_params(request)
         try:
-            reply = await client.messages.create(**params)
+            # The raw reply too: opaque blocks are kept exactly as the API wrote them.
+            raw = await client.messages.with_raw_response.create(**params)
+            reply, wire = await raw.parse(), await raw.json()
         except anthropic.APIStatusError as exc:
             raise _status_error(exc) from exc
         except anthropic.APIConnectionError as exc:  # includes APITimeoutError
+            raise retryable_error(
+                f"anthropic request failed: {exc}", kind=FailureType.MODEL_PROVIDER_RETRYABLE
+            ) from exc
+        except (anthropic.APIResponseValidationError, json.JSONDecodeError) as exc:
+            raise _malformed(f"{type(exc).__name__}: {exc}") from exc
+        return from_anthropic_reply(reply, wire)
+
+    async def generate_stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
+        """``generate`` over the streaming Messages API (server-sent events): ``on_text`` gets
+        each text delta as it arrives; the reply is the SDK's accumulated message."""
+        client = self._get_client()
+        params = to_anthropic_params(request)
+        try:
+            async with client.messages.stream(**params) as stream:
+                async for event in stream:
+                    if event.type == "text":
+                        on_text(event.text)
+                reply = await stream.get_final_message()
+        except anthropic.APIStatusError as exc:  # also an `error` event inside the stream (e.g. overloaded)
+            raise _stream_error(exc) from exc
+        except anthropic.APIConnectionError as exc:
             raise retryable_error(
                 f"anthropic request failed: {exc}", kind=FailureType.MODEL_PROVIDER_RETRYABLE
             ) from exc
@@ -67,106 +95,110 @@ class AnthropicProvider:
 
 
 def to_anthropic_params(request: ModelRequest) -> dict[str, Any]:
+    settings = request.settings
+    problem = thinking_problem(settings, request.max_tokens)
+    if problem:  # a run's own settings; an agent's were checked when it was defined
+        raise non_retryable_error(f"anthropic: {problem}", kind=FailureType.CONFIGURATION)
+    cache = settings.anthropic_cache is not False
+    turns = blocks.to_turns(request.messages)
+    if cache:
+        blocks.mark_cache_breakpoints(turns)
     params: dict[str, Any] = {
         "model": request.model,
         "max_tokens": request.max_tokens,
-        "messages": to_anthropic_messages(request.messages),
+        # With caching, every turn keeps its block form, so a cached prefix is re-sent byte for byte.
+        "messages": turns if cache else [blocks.simplified(t) for t in turns],
     }
     system = "\n\n".join(m.content for m in request.messages if m.role == Role.SYSTEM and m.content)
     if system:
-        params["system"] = system
+        params["system"] = [{**blocks.text_block(system), "cache_control": blocks.EPHEMERAL}] if cache else system
     if request.tools:
-        params["tools"] = [_tool_param(t) for t in request.tools]
+        tools = [blocks.tool_param(t) for t in request.tools]
+        if cache:
+            tools[-1] = {**tools[-1], "cache_control": blocks.EPHEMERAL}
+        params["tools"] = tools
+        choice = _tool_choice(settings.tool_choice)
+        if choice:
+            params["tool_choice"] = choice
+    if settings.thinking_budget_tokens is not None and blocks.thinking_can_continue(turns):
+        params["thinking"] = {"type": "enabled", "budget_tokens": settings.thinking_budget_tokens}
+    params.update(_sampling(settings))
     return params
 
 
 def to_anthropic_messages(messages: list[Message]) -> list[dict[str, Any]]:
-    """Neutral transcript -> Messages API turns (system messages go elsewhere).
-
-    Consecutive user-side items (tool results, then perhaps new user input)
-    are merged into ONE user turn: the API requires every tool_result of an
-    assistant turn to sit in the single user turn right after it.
-    """
-    turns: list[dict[str, Any]] = []
-    for message in messages:
-        if message.role == Role.SYSTEM:
-            continue
-        if message.role == Role.ASSISTANT:
-            blocks = _assistant_blocks(message)
-            if blocks:  # the API rejects empty assistant turns; an empty one says nothing
-                turns.append({"role": "assistant", "content": blocks})
-            continue
-        block = _tool_result_block(message) if message.role == Role.TOOL else _text_block(message.content or "")
-        if turns and turns[-1]["role"] == "user":
-            turns[-1]["content"].append(block)
-        else:
-            turns.append({"role": "user", "content": [block]})
-    return [_simplify(turn) for turn in turns]
+    """Neutral transcript -> Messages API turns, without cache breakpoints."""
+    return [blocks.simplified(t) for t in blocks.to_turns(messages)]
 
 
-def _simplify(turn: dict[str, Any]) -> dict[str, Any]:
-    # A lone text block is sent as a plain string, the API's most common shape.
-    content = turn["content"]
-    if turn["role"] == "user" and len(content) == 1 and content[0]["type"] == "text":
-        return {"role": "user", "content": content[0]["text"]}
-    return turn
+def _tool_choice(choice: str | None) -> dict[str, Any] | None:
+    # None leaves the API's default ("auto"), which Anthropic applies when tools are offered.
+    if choice is None:
+        return None
+    if choice in ("auto", "none"):
+        return {"type": choice}
+    if choice == "required":
+        return {"type": "any"}
+    return {"type": "tool", "name": choice}
 
 
-def _text_block(text: str) -> dict[str, Any]:
-    return {"type": "text", "text": text}
-
-
-def _assistant_blocks(message: Message) -> list[dict[str, Any]]:
-    blocks = [_text_block(message.content)] if message.content else []
-    for call in message.tool_calls or []:
-        blocks.append({"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments})
-    return blocks
-
-
-def _tool_result_block(message: Message) -> dict[str, Any]:
-    block: dict[str, Any] = {
-        "type": "tool_result",
-        "tool_use_id": message.tool_call_id or "",
-        "content": message.content or "",
-    }
-    if message.is_error:
-        block["is_error"] = True
-    return block
-
-
-def _tool_param(tool: ToolSpec) -> dict[str, Any]:
-    # The API requires an object schema even for tools without arguments.
-    schema = tool.input_schema or _EMPTY_OBJECT_SCHEMA
-    return {"name": tool.name, "description": tool.description, "input_schema": schema}
+def _sampling(settings: ModelSettings) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    body: dict[str, Any] = {}
+    # The SDK's ``messages.create`` takes no ``temperature``/``top_p`` arguments (newer models
+    # reject them, older ones still read them): they go in the JSON body, where the API reads them.
+    if settings.temperature is not None:
+        body["temperature"] = settings.temperature
+    if settings.top_p is not None:
+        body["top_p"] = settings.top_p
+    if settings.stop:
+        out["stop_sequences"] = list(settings.stop)
+    # ``seed`` and ``reasoning_effort`` have no Messages API counterpart: not sent.
+    body.update(settings.extra or {})
+    if body:
+        out["extra_body"] = body  # merged into the JSON body by the SDK
+    return out
 
 
 # -- reply -----------------------------------------------------------------------
 
 
-def from_anthropic_reply(reply: Any) -> ModelResponse:
+def from_anthropic_reply(reply: Any, wire: object = None) -> ModelResponse:
+    """The SDK's parsed reply as a neutral turn; ``wire`` (the reply's JSON) supplies the
+    exact blocks that are kept verbatim."""
     # The SDK does not validate replies, so every field is checked here.
     content = getattr(reply, "content", None)
     if not isinstance(content, list):
         raise _malformed("no content list")
-    texts: list[str] = []
+    raw_blocks = wire.get("content") if isinstance(wire, dict) else None
+    parts: list[TextPart | OpaquePart] = []
     calls: list[ToolCall] = []
-    for block in content:
-        kind = getattr(block, "type", None)
-        if kind == "text":
-            texts.append(getattr(block, "text", None) or "")
-        elif kind == "tool_use":
+    for index, block in enumerate(content):
+        if getattr(block, "type", None) == "tool_use":
             calls.append(_tool_call(block))
-        # Other block types (e.g. thinking) carry nothing the transcript keeps.
-    message = Message(role=Role.ASSISTANT, content="".join(texts) or None, tool_calls=calls or None)
-    usage = getattr(reply, "usage", None)
+        else:  # text, and what must go back verbatim: thinking, redacted thinking, server tools
+            exact = raw_blocks[index] if isinstance(raw_blocks, list) and index < len(raw_blocks) else None
+            same = isinstance(exact, dict) and exact.get("type") == getattr(block, "type", None)
+            parts.append(blocks.reply_part(exact if same else block))
+    text = "".join(p.text for p in parts if isinstance(p, TextPart)) or None
+    # Parts only when the turn holds more than text: a plain turn stays as format 1 wrote it.
+    kept = parts if any(isinstance(p, OpaquePart) for p in parts) else None
+    message = Message(role=Role.ASSISTANT, content=text, tool_calls=calls or None, parts=kept)
     return ModelResponse(
-        message=message,
-        usage=Usage(
-            input_tokens=getattr(usage, "input_tokens", None) or 0,
-            output_tokens=getattr(usage, "output_tokens", None) or 0,
-            requests=1,
-        ),
-        stop_reason=getattr(reply, "stop_reason", None),
+        message=message, usage=_usage(getattr(reply, "usage", None)), stop_reason=getattr(reply, "stop_reason", None)
+    )
+
+
+def _usage(usage: Any) -> Usage:
+    # The API's input_tokens leaves out the cached prefix; Usage.input_tokens counts every input token.
+    read = getattr(usage, "cache_read_input_tokens", None)
+    written = getattr(usage, "cache_creation_input_tokens", None)
+    return Usage(
+        input_tokens=(getattr(usage, "input_tokens", None) or 0) + (read or 0) + (written or 0),
+        output_tokens=getattr(usage, "output_tokens", None) or 0,
+        requests=1,
+        cache_read_tokens=read if isinstance(read, int) else None,
+        cache_write_tokens=written if isinstance(written, int) else None,
     )
 
 
@@ -184,6 +216,30 @@ def _tool_call(block: Any) -> ToolCall:
 
 def _status_error(exc: anthropic.APIStatusError) -> ApplicationError:
     return status_error("anthropic", exc.status_code, exc.body, exc.message, exc.response.headers)
+
+
+_STREAM_ERROR_STATUS = {
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+    "api_error": 500,
+    "overloaded_error": 529,
+}
+
+
+def _stream_error(exc: anthropic.APIStatusError) -> ApplicationError:
+    """An error before the stream (its HTTP status) or an ``error`` event inside it (HTTP 200:
+    the status its error type stands for, so an overloaded API mid-stream is retried)."""
+    if exc.status_code != 200:
+        return _status_error(exc)
+    body: dict[str, Any] = exc.body if isinstance(exc.body, dict) else {}
+    inner = body.get("error")
+    error: dict[str, Any] = inner if isinstance(inner, dict) else body
+    status = _STREAM_ERROR_STATUS.get(str(error.get("type")), 500)
+    return status_error("anthropic", status, exc.body, exc.message, exc.response.headers)
 
 
 def _config_error(detail: str) -> ApplicationError:

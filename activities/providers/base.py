@@ -9,14 +9,15 @@ thing (429/5xx/timeouts retried, honouring Retry-After; other 4xx not).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
-from typing import Protocol
+from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 from temporalio.exceptions import ApplicationError
 
 from durable_agents.checkpoint.errors import FailureType
-from durable_agents.checkpoint.format import Message, ToolSpec, Usage
+from durable_agents.checkpoint.format import Message, ModelSettings, ToolSpec, Usage
 
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
 
@@ -32,6 +33,11 @@ class ModelRequest(BaseModel):
     """The whole transcript; system messages included, in order."""
     tools: list[ToolSpec] = Field(default_factory=list)
     max_tokens: int = 4096
+    settings: ModelSettings = Field(default_factory=ModelSettings)
+    """Sampling, tool choice and extras as the run recorded them (unset fields: not sent)."""
+    output_schema: dict[str, Any] | None = None
+    """Ask for a final answer matching this JSON schema with the API's own structured output."""
+    output_name: str | None = None
     session_id: str = ""
     step: int = 0
 
@@ -45,6 +51,18 @@ class ModelResponse(BaseModel):
 
 class ModelProvider(Protocol):
     async def generate(self, request: ModelRequest) -> ModelResponse: ...
+
+
+TextSink = Callable[[str], None]
+"""Called with each piece of the model's text as the provider streams it."""
+
+
+class StreamingModelProvider(ModelProvider, Protocol):
+    """A provider that can stream: ``generate_stream`` calls ``on_text`` with each piece of
+    the reply's text as it arrives, then returns the same reply ``generate`` would. A run
+    that streams uses it when the provider has it (else its text arrives as one piece)."""
+
+    async def generate_stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse: ...
 
 
 def retry_after_seconds(headers: object) -> float | None:
@@ -84,20 +102,49 @@ def non_retryable_error(message: str, *, kind: FailureType) -> ApplicationError:
     return ApplicationError(message, type=kind, non_retryable=True)
 
 
+MAX_PROVIDER_TEXT = 2000
+"""A provider's explanation is kept to this many characters in failures (some servers echo the prompt)."""
+
+
 def provider_message(body: object, fallback: str) -> str:
-    """The API's own explanation (``error.message`` in the body), else ``fallback``."""
+    """The API's own explanation (``error.message`` in the body), else ``fallback``; one line, bounded."""
+    text = fallback
     if isinstance(body, dict):
         error = body.get("error", body)
         if isinstance(error, dict) and isinstance(error.get("message"), str):
-            return error["message"]
-    if isinstance(body, str) and body:
-        return body
-    return fallback
+            text = error["message"]
+        elif isinstance(body.get("detail"), (str, list)):  # FastAPI-style servers
+            text = str(body["detail"])
+    elif isinstance(body, str) and body:
+        text = body
+    text = " ".join(text.split())
+    return text if len(text) <= MAX_PROVIDER_TEXT else text[:MAX_PROVIDER_TEXT] + "…"
+
+
+_VALIDATION_MARKERS = ("validation error", "invalid_request", "invalid request", "badrequest", "bad request")
+
+
+def is_request_error_body(body: object, message: str) -> bool:
+    """A 5xx whose body says the request itself is invalid (some compatible servers answer a
+    request they cannot parse with 500): retrying the same request cannot succeed."""
+    kind = ""
+    if isinstance(body, dict):
+        error = body.get("error", body)
+        if isinstance(error, dict):
+            kind = f"{error.get('type') or ''} {error.get('code') or ''}"
+    text = f"{kind} {message}".lower()
+    return any(marker in text for marker in _VALIDATION_MARKERS)
 
 
 def status_error(provider: str, status: int, body: object, fallback: str, headers: object) -> ApplicationError:
     """An HTTP error from a provider: 408/409/425/429/5xx retried (honouring Retry-After), other 4xx final."""
-    message = f"{provider} returned {status}: {provider_message(body, fallback)}"
+    text = provider_message(body, fallback)
+    message = f"{provider} returned {status}: {text}"
+    if status >= 500 and is_request_error_body(body, text):
+        return non_retryable_error(
+            message + " (the server refused the request itself; retrying it cannot help)",
+            kind=FailureType.MODEL_PROVIDER_REQUEST,
+        )
     if is_retryable_status(status):
         return retryable_error(
             message, kind=FailureType.MODEL_PROVIDER_RETRYABLE, retry_after=retry_after_seconds(headers)

@@ -9,6 +9,7 @@ worker's environment, so they never pass through workflow inputs or history.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import openai
@@ -18,13 +19,16 @@ from durable_agents.activities.providers.base import (
     INVALID_JSON_KEY,
     ModelRequest,
     ModelResponse,
+    TextSink,
     malformed_reply,
     non_retryable_error,
     retryable_error,
     status_error,
 )
+from durable_agents.activities.providers.openai_parts import openai_content
+from durable_agents.activities.providers.openai_stream import StreamedCompletion
 from durable_agents.checkpoint.errors import FailureType
-from durable_agents.checkpoint.format import Message, Role, ToolCall, ToolSpec, Usage
+from durable_agents.checkpoint.format import Message, ModelSettings, Role, ToolCall, ToolSpec, Usage
 
 _EMPTY_OBJECT_SCHEMA = {"type": "object", "properties": {}}
 
@@ -57,30 +61,89 @@ class OpenAIProvider:
             raise _malformed(f"{type(exc).__name__}: {exc}") from exc
         return from_openai_reply(reply)
 
+    async def generate_stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
+        """``generate`` over the streaming Chat Completions API (server-sent chunks): ``on_text``
+        gets each content delta as it arrives; the chunks are put together into one reply."""
+        client = self._get_client()
+        params = {**to_openai_params(request), "stream": True, "stream_options": {"include_usage": True}}
+        reply = StreamedCompletion()
+        try:
+            try:
+                chunks = await client.chat.completions.create(**params)
+            except openai.BadRequestError as exc:  # a compatible server that takes no stream_options
+                if "stream_options" not in str(exc.message):
+                    raise
+                params.pop("stream_options")
+                chunks = await client.chat.completions.create(**params)
+            async for chunk in chunks:
+                text = reply.add(chunk)
+                if text:
+                    on_text(text)
+        except openai.APIStatusError as exc:
+            raise _status_error(exc) from exc
+        except openai.APIConnectionError as exc:
+            raise retryable_error(f"openai request failed: {exc}", kind=FailureType.MODEL_PROVIDER_RETRYABLE) from exc
+        except (openai.APIResponseValidationError, json.JSONDecodeError) as exc:
+            raise _malformed(f"{type(exc).__name__}: {exc}") from exc
+        return from_openai_reply(reply.completion())
+
 
 # -- request -------------------------------------------------------------------
 
 
+_REASONING_MODEL = re.compile(r"^(o\d|gpt-5)")
+
+
+def max_tokens_param(model: str, settings: ModelSettings) -> str:
+    """``max_completion_tokens`` for OpenAI's reasoning models, which refuse ``max_tokens``;
+    ``max_tokens`` for every other name (what llama.cpp, vLLM and Ollama read; OpenAI's other
+    models take both)."""
+    if settings.max_tokens_param:
+        return settings.max_tokens_param
+    return "max_completion_tokens" if _REASONING_MODEL.match(model) else "max_tokens"
+
+
 def to_openai_params(request: ModelRequest) -> dict[str, Any]:
+    settings = request.settings
     params: dict[str, Any] = {
         "model": request.model,
-        # ``max_tokens`` is deprecated and rejected by reasoning models.
-        "max_completion_tokens": request.max_tokens,
+        max_tokens_param(request.model, settings): request.max_tokens,
         "messages": [m for m in map(_to_openai_message, request.messages) if m is not None],
     }
     if request.tools:
         params["tools"] = [_tool_param(t) for t in request.tools]
+        # Sent explicitly: several compatible servers read a missing tool_choice as "none".
+        params["tool_choice"] = _tool_choice(settings.tool_choice or "auto")
+    for name in ("temperature", "top_p", "stop", "seed", "reasoning_effort"):
+        value = getattr(settings, name)
+        if value is not None:
+            params[name] = value
+    if request.output_schema is not None:  # structured output, native mode
+        params["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {"name": request.output_name or "output", "schema": request.output_schema},
+        }
+    if settings.extra:
+        params["extra_body"] = dict(settings.extra)
     return params
+
+
+def _tool_choice(choice: str) -> str | dict[str, Any]:
+    if choice in ("auto", "required", "none"):
+        return choice
+    return {"type": "function", "function": {"name": choice}}
 
 
 def _to_openai_message(message: Message) -> dict[str, Any] | None:
     if message.role == Role.TOOL:
         return {"role": "tool", "tool_call_id": message.tool_call_id or "", "content": message.content or ""}
-    if message.role != Role.ASSISTANT:
-        return {"role": message.role.value, "content": message.content or ""}
+    if message.role != Role.ASSISTANT:  # parts (images, documents) as openai_parts documents
+        return {"role": message.role.value, "content": openai_content(message)}
     if not message.content and not message.tool_calls:
         return None  # the API rejects an assistant turn with neither; it says nothing
-    wire: dict[str, Any] = {"role": "assistant", "content": message.content or None}
+    # "" rather than null for a turn of tool calls only: OpenAI takes both, but compatible
+    # servers (llama.cpp's) refuse null content with a validation error.
+    wire: dict[str, Any] = {"role": "assistant", "content": message.content or ""}
     if message.tool_calls:
         wire["tool_calls"] = [_tool_call_param(c) for c in message.tool_calls]
     return wire
@@ -121,12 +184,14 @@ def from_openai_reply(reply: Any) -> ModelResponse:
     text = content or getattr(wire, "refusal", None) or None
     calls = [_tool_call(c) for c in getattr(wire, "tool_calls", None) or []]
     usage = getattr(reply, "usage", None)
+    cached = getattr(getattr(usage, "prompt_tokens_details", None), "cached_tokens", None)
     return ModelResponse(
         message=Message(role=Role.ASSISTANT, content=text, tool_calls=calls or None),
         usage=Usage(
             input_tokens=getattr(usage, "prompt_tokens", None) or 0,
             output_tokens=getattr(usage, "completion_tokens", None) or 0,
             requests=1,
+            cache_read_tokens=cached if isinstance(cached, int) else None,  # of prompt_tokens
         ),
         stop_reason=getattr(choice, "finish_reason", None),
     )

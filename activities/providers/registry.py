@@ -1,11 +1,45 @@
-"""Model strings (``provider:model``) to providers."""
+"""Model strings (``provider:model``) to providers, and the registry of provider names.
+
+Built in: ``anthropic``, ``openai`` (Chat Completions), ``openai-responses``
+(the Responses API), ``scripted``. Your own providers are
+named by :func:`register_provider` (call it where your agents are defined,
+before they are constructed) or by an entry point in the
+``durable_agents.providers`` group (``name = "package.module:ProviderClass"``);
+``build_worker(providers={"name": instance})`` supplies instances for a worker.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from importlib.metadata import EntryPoint, entry_points
 
 from durable_agents.activities.providers.base import ModelProvider
 from durable_agents.checkpoint.errors import ConfigurationError
 
-PROVIDERS = ("anthropic", "openai", "scripted")
+BUILTIN_PROVIDERS = ("anthropic", "openai", "openai-responses", "scripted")
+ENTRY_POINT_GROUP = "durable_agents.providers"
+
+ProviderFactory = Callable[[], ModelProvider]
+_registered: dict[str, ProviderFactory] = {}
+
+
+def register_provider(name: str, factory: ProviderFactory) -> None:
+    """Make ``name:<model>`` model strings valid; ``factory()`` builds the provider in a worker
+    (once, lazily, so its clients read their keys from the worker's environment)."""
+    if not name or ":" in name or not name.replace("-", "").replace("_", "").isalnum():
+        raise ConfigurationError(f"provider name {name!r} must be letters, digits, - or _")
+    if name in BUILTIN_PROVIDERS:
+        raise ConfigurationError(f"provider name {name!r} is built in; choose another name")
+    _registered[name] = factory
+
+
+def _entry_point_names() -> dict[str, EntryPoint]:
+    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def known_providers(extra: Mapping[str, object] = {}) -> list[str]:
+    names = [*BUILTIN_PROVIDERS, *_registered, *_entry_point_names(), *extra]
+    return list(dict.fromkeys(names))
 
 
 def split_model_string(model: str) -> tuple[str, str]:
@@ -13,12 +47,16 @@ def split_model_string(model: str) -> tuple[str, str]:
     return provider, name if sep else ""
 
 
-def check_model_string(model: str) -> None:
+def check_model_string(model: str, extra: Mapping[str, object] = {}) -> None:
     provider, name = split_model_string(model)
-    if provider not in PROVIDERS or not name:
+    known = known_providers(extra)
+    if provider not in known or not name:
         raise ConfigurationError(
-            f"model {model!r} has no known provider: write it as 'anthropic:<model>', "
-            "'openai:<model>' or 'scripted:<script name>' (e.g. 'anthropic:claude-sonnet-4-5')"
+            f"model {model!r} has no known provider: write it as '<provider>:<model>' "
+            f"(e.g. 'anthropic:claude-sonnet-4-5', 'openai:gpt-4.1', 'scripted:<script name>'); "
+            f"known providers: {', '.join(known)}. Name your own with "
+            "durable_agents.register_provider(name, factory) before the agent is defined, "
+            f"or an entry point in the {ENTRY_POINT_GROUP!r} group"
         )
 
 
@@ -29,16 +67,19 @@ class ProviderRegistry:
     worker's environment and never travel through Temporal.
     """
 
-    def __init__(self, overrides: dict[str, ModelProvider] | None = None) -> None:
+    def __init__(self, overrides: Mapping[str, ModelProvider] | None = None) -> None:
         self._providers: dict[str, ModelProvider] = dict(overrides or {})
+
+    def names(self) -> list[str]:
+        return known_providers(self._providers)
 
     def get(self, provider: str) -> ModelProvider:
         if provider not in self._providers:
-            self._providers[provider] = _build(provider)
+            self._providers[provider] = _build(provider, self.names())
         return self._providers[provider]
 
 
-def _build(provider: str) -> ModelProvider:
+def _build(provider: str, known: list[str]) -> ModelProvider:
     if provider == "scripted":
         from durable_agents.activities.providers.scripted import ScriptedProvider
 
@@ -51,4 +92,17 @@ def _build(provider: str) -> ModelProvider:
         from durable_agents.activities.providers.openai_chat import OpenAIProvider
 
         return OpenAIProvider()
-    raise ConfigurationError(f"unknown provider {provider!r}; known: {', '.join(PROVIDERS)}")
+    if provider == "openai-responses":
+        from durable_agents.activities.providers.openai_responses import OpenAIResponsesProvider
+
+        return OpenAIResponsesProvider()
+    if provider in _registered:
+        return _registered[provider]()
+    entry = _entry_point_names().get(provider)
+    if entry is not None:
+        loaded = entry.load()
+        return loaded() if callable(loaded) else loaded
+    raise ConfigurationError(
+        f"this worker has no provider {provider!r}; known: {', '.join(known)}. Pass it to "
+        "build_worker(providers={...}), register_provider(), or an entry point"
+    )

@@ -9,13 +9,14 @@ transcript, so they are stable and unique within a session.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from pydantic import BaseModel, Field
 
-from durable_agents.activities.providers.base import ModelRequest, ModelResponse, non_retryable_error
+from durable_agents.activities.providers.base import ModelRequest, ModelResponse, TextSink, non_retryable_error
 from durable_agents.checkpoint.errors import FailureType
 from durable_agents.checkpoint.format import Message, Role, ToolCall, Usage
 
@@ -49,7 +50,32 @@ def _estimate_tokens(text: str) -> int:
     return max(1, len(text) // 4)
 
 
+STREAM_CHUNK = 12
+"""Characters per streamed piece of a scripted turn's text (cut after a space where one is near)."""
+
+
+def text_chunks(text: str, size: int = STREAM_CHUNK) -> list[str]:
+    """``text`` in pieces of about ``size`` characters, cut after spaces where possible."""
+    chunks, start = [], 0
+    while start < len(text):
+        end = min(start + size, len(text))
+        space = text.rfind(" ", start + 1, end)
+        if end < len(text) and space > start:
+            end = space + 1
+        chunks.append(text[start:end])
+        start = end
+    return chunks
+
+
 class ScriptedProvider:
+    async def generate_stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
+        """The same turn as ``generate``, its text streamed in pieces (yielding to the loop between)."""
+        response = await self.generate(request)
+        for chunk in text_chunks(response.message.content or ""):
+            on_text(chunk)
+            await asyncio.sleep(0)
+        return response
+
     async def generate(self, request: ModelRequest) -> ModelResponse:
         script = _scripts.get(request.model)
         if script is None:

@@ -13,7 +13,10 @@ A store states what it claims beyond the interface in a
 :class:`StoreCapabilities` class attribute (the default claims everything):
 ``history`` (keeps the ring of saves), ``durable`` (a save outlives its
 handle and process), ``shared_across_processes`` (handles reach one store),
-``concurrent`` (callable from several threads). Checks of a claim the store
+``concurrent`` (callable from several threads), ``transcript_tokens``
+(``load_transcript_tail`` names each transcript, so workers read only new
+messages; the default method does not), ``events`` (keeps each session's
+event log, which streamed runs write). Checks of a claim the store
 does not make are skipped, and the skip names the claim (``pytest -rs``).
 Set ``capabilities`` on the test class instead to test a store's claims
 without changing the store. Override ``storage_bytes(store)`` to return the
@@ -61,15 +64,19 @@ rest of ``durable_agents.checkpoint`` does not.
 from __future__ import annotations
 
 from durable_agents.checkpoint.conformance._base import StoreFactory, StoreHandles, requires
+from durable_agents.checkpoint.conformance._events import EventChecks
 from durable_agents.checkpoint.conformance._history import HistoryChecks
 from durable_agents.checkpoint.conformance._identity import IdentityChecks
 from durable_agents.checkpoint.conformance._records import RecordChecks
 from durable_agents.checkpoint.conformance._sessions import SessionChecks
+from durable_agents.checkpoint.conformance._tokens import TokenChecks
 from durable_agents.checkpoint.conformance._tools import ToolChecks
 from durable_agents.checkpoint.stores.base import StoreCapabilities
 
 
-class StoreConformance(RecordChecks, HistoryChecks, SessionChecks, ToolChecks, IdentityChecks):
+class StoreConformance(
+    RecordChecks, HistoryChecks, SessionChecks, ToolChecks, TokenChecks, EventChecks, IdentityChecks
+):
     """Subclass with a ``make_store`` fixture to run every check on a store.
 
     Class attributes and hooks: ``capabilities`` (``None``: the store's own),

@@ -24,6 +24,7 @@ from durable_agents.checkpoint.format import (
     ToolSpec,
     Usage,
 )
+from durable_agents.checkpoint.parts import ImagePart, OpaquePart
 from durable_agents.checkpoint.stores.base import CheckpointStore, StoreCapabilities
 
 StoreFactory = Callable[..., CheckpointStore]
@@ -165,11 +166,15 @@ def full_checkpoint(sid: str = "a", **update: Any) -> Checkpoint:
         step_index=3,
         messages=[
             Message.system("be brief"),
-            Message.user("héllo ✓ \x00 nul"),
+            Message.user(
+                "héllo ✓ \x00 nul",
+                ImagePart(media_type="image/png", data="aGk="),
+                OpaquePart(provider="p", data={"type": "x", "n": [1, "✓"]}),
+            ),
             assistant(1),
             Message.tool_result(ToolCall(id="call_1", name="t"), '{"ok": true}', is_error=True),
         ],
-        usage=Usage(input_tokens=3, output_tokens=4, requests=1),
+        usage=Usage(input_tokens=3, output_tokens=4, requests=1, cache_read_tokens=2, cache_write_tokens=1),
         business_state={"k": [1, 2.5, None, "s"], "nested": {"a": True}},
         status=CheckpointStatus.AWAITING_APPROVAL,
         approval_id="ap-1",

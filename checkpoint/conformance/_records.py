@@ -18,7 +18,7 @@ from durable_agents.checkpoint.conformance._base import (
     loaded,
     requires,
 )
-from durable_agents.checkpoint.format import Checkpoint, CheckpointStatus
+from durable_agents.checkpoint.format import FORMAT_VERSION, Checkpoint, CheckpointStatus
 from durable_agents.checkpoint.stores.base import StoreCapabilities
 
 
@@ -30,10 +30,12 @@ class RecordChecks(ConformanceBase):
         store.save(cp)
         data = json.loads(loaded(store, "a").to_json())
         assert loaded(store, "a").to_json() == cp.to_json()
-        assert data["stepIndex"] == 3 and data["approvalId"] == "ap-1" and data["formatVersion"] == 1
+        assert data["stepIndex"] == 3 and data["approvalId"] == "ap-1" and data["formatVersion"] == FORMAT_VERSION
         assert data["messages"][2]["toolCalls"][0] == {"id": "call_1", "name": "t", "arguments": {"i": 1}}
         assert data["messages"][3]["toolCallId"] == "call_1" and data["messages"][3]["isError"] is True
         assert data["remainingToolCalls"][0]["id"] == "c2" and data["fingerprint"]["digest"] == "d"
+        assert [p["type"] for p in data["messages"][1]["parts"]] == ["text", "image", "opaque"]
+        assert data["usage"]["cacheReadTokens"] == 2 and data["usage"]["cacheWriteTokens"] == 1
         assert store.load_messages("a", 1, 2) == [cp.messages[1]]
         assert latest(store, "a").message_count == 4
         assert store.load("missing") is None and store.load_header("missing") is None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable, Container, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TypeVar
@@ -28,6 +29,20 @@ def cutoff_of(older_than: timedelta | datetime) -> datetime:
 def header_key(header: CheckpointHeader) -> str:
     """The header as stored in history, without its timestamp (so retries compare equal)."""
     return header.model_copy(update={"updated_at": None}).to_json()
+
+
+def transcript_token(header: CheckpointHeader, transcript: int) -> str:
+    """A transcript's token (``TranscriptTail.token``): the session's random uid, so a
+    deleted and re-created id differs, and the store's id of the transcript, which a
+    save that changes an earlier message replaces."""
+    return f"{header.session_uid or ''}:{transcript}"
+
+
+def fresh_transcript_base() -> int:
+    """The first transcript id of a session that has none: random, so a session
+    deleted and saved again (with the same uid, e.g. an exported one imported) gets
+    another token than the transcript it replaces."""
+    return secrets.randbelow(1 << 30) + 1
 
 
 def stamped(header: CheckpointHeader, start: int, messages: list[Message]) -> CheckpointHeader:
@@ -116,7 +131,8 @@ def stale_marker_cut(old_count: int, new_count: int, changed: Iterable[int]) -> 
 def session_list_query(status: str | None, agent: str | None, mark: str) -> tuple[str, list[object]]:
     """The ``list_sessions`` SQL (newest first) and its parameters; ``mark`` is the placeholder."""
     query = (
-        "SELECT session_id, agent, status, step_index, message_count, approval_id, updated_at FROM sessions WHERE 1=1"
+        "SELECT session_id, agent, status, step_index, message_count, approval_id, updated_at, last_error"
+        " FROM sessions WHERE 1=1"
     )
     params: list[object] = []
     if status is not None:

@@ -13,7 +13,8 @@ from typing import Any
 
 from durable_agents.checkpoint.errors import StoreCorruptError
 from durable_agents.checkpoint.format import CheckpointHeader, Message
-from durable_agents.checkpoint.stores._files import append_lines, replace_file
+from durable_agents.checkpoint.stores._common import fresh_transcript_base
+from durable_agents.checkpoint.stores._files import append_lines, lines_backwards, replace_file
 
 EXT = {
     "sessions": ".json",
@@ -22,6 +23,7 @@ EXT = {
     "tools": ".jsonl",
     "locks": ".lock",
     "inputs": ".json",
+    "events": ".jsonl",
 }
 Session = tuple[CheckpointHeader, int, int]  # header, transcript id, positions written to it
 
@@ -92,6 +94,33 @@ class FileRecords:
                     out.setdefault(t, {})[p] = body.decode()
         return out
 
+    def _read_tail(self, name: str, transcript: int, start: int, end: int) -> dict[int, str]:
+        """Bodies of positions ``start … end-1`` of ``transcript``, like :meth:`_read_log`
+        (the last line of a position wins) but read from the end of the log back only as
+        far as those positions go: a transcript's newest lines are the log's last, so a
+        step's read costs the lines it adds, not the log's length."""
+        out: dict[int, str] = {}
+        if start >= end:
+            return out
+        try:
+            f = self._path("messages", name).open("rb")
+        except FileNotFoundError:
+            return out
+        with f:
+            for line in lines_backwards(f):
+                if not (line.startswith(b"[") and line.endswith(b"]")):
+                    continue  # torn by a crash
+                try:
+                    t_raw, p_raw, body = line[1:-1].split(b",", 2)
+                    t, p = int(t_raw), int(p_raw)
+                except ValueError:
+                    continue  # torn by a crash
+                if t == transcript and start <= p < end and p not in out:
+                    out[p] = body.decode()
+                    if len(out) == end - start:
+                        break
+        return out
+
     def _messages(self, name: str, bodies: dict[int, str], start: int, end: int) -> list[Message]:
         try:
             return [Message.model_validate_json(bodies[p]) for p in range(start, end)]
@@ -124,7 +153,8 @@ class FileRecords:
             self._replace(self._path("tools", name), "".join(kept))
 
     def _fresh_transcript(self, name: str) -> int:
-        return max(self._read_log(name), default=0) + 1
+        found = self._read_log(name)
+        return max(found) + 1 if found else fresh_transcript_base()
 
     def _compact(self, name: str) -> None:
         """Rewrite the log keeping only transcripts the session or its history reads."""

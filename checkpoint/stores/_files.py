@@ -10,7 +10,7 @@ import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from durable_agents.checkpoint.errors import StoreCorruptError
 
@@ -77,6 +77,28 @@ def append_lines(path: Path, lines: list[str]) -> None:
         os.close(fd)
     if size == 0:
         fsync_dir(path.parent)
+
+
+def lines_backwards(f: BinaryIO, block: int = 1 << 16) -> Iterator[bytes]:
+    """The newline-terminated lines of the binary file ``f``, last first, without their
+    newline (bytes after the last newline, a line torn by a crash, are none)."""
+    pos = f.seek(0, os.SEEK_END)
+    rest, ended = b"", False  # rest: bytes read but not yet yielded (ending at a newline once ended)
+    while pos > 0:
+        size = min(block, pos)
+        pos -= size
+        f.seek(pos)
+        rest = f.read(size) + rest
+        if not ended:
+            last = rest.rfind(b"\n")
+            if last < 0:
+                continue  # still inside the unterminated end
+            rest, ended = rest[: last + 1], True
+        parts = rest.split(b"\n")  # rest ends with a newline: parts[-1] is empty
+        yield from reversed(parts[1:-1])
+        rest = parts[0] + b"\n"
+    if ended:
+        yield rest[:-1]
 
 
 # -- the store's identity: <directory>/store.json, made once ------------------------

@@ -8,13 +8,17 @@ Tables (each backend's schema module creates them, append-only migrations):
   point at a transcript and a message count, so they share rows instead of
   copying the transcript (history storage is linear in session length).
   A save that changes an earlier message starts a new transcript id, the
-  unchanged prefix copied.
+  unchanged prefix copied. The id (with the header's ``sessionUid``) is the
+  transcript's token (``load_transcript_tail``); a session's first id is
+  random, so a session deleted and saved again does not repeat one.
 - ``checkpoint_history``: the ring of the newest ``history_limit`` saves.
 - ``store_meta``: the store's identity (``store_id``, made with the store).
 - ``tool_markers``: per (session, transcript position of the result): start
   counts that make at-most-once tools detectable, and recorded results (the
   first one for a position wins). Keyed by position, never by the model's call
   id, which models reuse.
+- ``events``: each session's event log (``_sql_events.py``), deleted with the
+  session (unless its history is kept) and by ``prune`` with it.
 
 The SQL is written once with ``?`` placeholders. A backend supplies a
 :class:`Dialect` (placeholder, time column type, row locks, "no limit") and
@@ -38,10 +42,24 @@ from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
 from durable_agents.checkpoint.errors import StoreCorruptError
-from durable_agents.checkpoint.format import CheckpointHeader, CheckpointStatus, HistoryEntry, Message, SessionSummary
-from durable_agents.checkpoint.stores._common import cutoff_of, history_entries, now, session_list_query
+from durable_agents.checkpoint.format import (
+    CheckpointHeader,
+    CheckpointStatus,
+    HistoryEntry,
+    Message,
+    RunError,
+    SessionSummary,
+)
+from durable_agents.checkpoint.stores._common import (
+    cutoff_of,
+    history_entries,
+    now,
+    session_list_query,
+    transcript_token,
+)
+from durable_agents.checkpoint.stores._sql_events import SqlEvents
 from durable_agents.checkpoint.stores._sql_writes import SqlWrites
-from durable_agents.checkpoint.stores.base import DEFAULT_HISTORY_LIMIT, CheckpointStore
+from durable_agents.checkpoint.stores.base import DEFAULT_HISTORY_LIMIT, CheckpointStore, TranscriptTail
 
 
 @dataclass(frozen=True)
@@ -61,7 +79,7 @@ class Dialect:
         return query if self.mark == "?" else query.replace("?", self.mark)
 
 
-class SqlStore(SqlWrites, CheckpointStore):
+class SqlStore(SqlEvents, SqlWrites, CheckpointStore):
     """``CheckpointStore`` over the four tables above, for any SQL ``dialect``."""
 
     dialect: ClassVar[Dialect]
@@ -158,6 +176,15 @@ class SqlStore(SqlWrites, CheckpointStore):
             transcript_id, count = row
             return self._read_messages(session_id, transcript_id, start, count if end is None else end)
 
+    def load_transcript_tail(self, session_id: str, start: int = 0) -> TranscriptTail | None:
+        with self._open(write=False):  # one snapshot: the header and the rows of its transcript
+            row = self._run("SELECT header, transcript_id FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
+            if row is None:
+                return None
+            header = self._parse_header(row[0], session_id)
+            messages = self._read_messages(session_id, row[1], start, max(start, header.message_count))
+        return TranscriptTail(header=header, token=transcript_token(header, row[1]), start=start, messages=messages)
+
     def _session_row(self, session_id: str, *, lock: bool = False) -> tuple[int, int] | None:
         """The session's (transcript id, message count); ``lock`` holds the row for a write."""
         query = "SELECT transcript_id, message_count FROM sessions WHERE session_id = ?"
@@ -208,6 +235,7 @@ class SqlStore(SqlWrites, CheckpointStore):
                 message_count=r[4],
                 approval_id=r[5],
                 updated_at=self.dialect.from_db_time(r[6]),
+                last_error=RunError.model_validate_json(r[7]) if r[7] else None,
             )
             for r in rows
         ]
@@ -249,6 +277,7 @@ class SqlStore(SqlWrites, CheckpointStore):
             self._run("DELETE FROM run_inputs WHERE session_id = ?", (session_id,))
             if not keep_history:
                 self._run("DELETE FROM checkpoint_history WHERE session_id = ?", (session_id,))
+                self._delete_events([session_id])
             self._collect_garbage(session_id)
 
     def prune(
@@ -271,6 +300,7 @@ class SqlStore(SqlWrites, CheckpointStore):
                 self._cur.executemany(
                     self.dialect.sql("DELETE FROM tool_markers WHERE session_id = ?"), [(sid,) for sid in gone]
                 )
+            self._delete_events(gone)
             for sid in sorted(set(gone) | touched):
                 self._collect_garbage(sid)
         return len(gone)

@@ -13,6 +13,7 @@ from durable_agents.checkpoint.format import CheckpointHeader, Message
 from durable_agents.checkpoint.stores._common import (
     batch_prefix,
     check_in_batch,
+    fresh_transcript_base,
     header_key,
     now,
     past_batch,
@@ -26,10 +27,11 @@ if TYPE_CHECKING:
     from durable_agents.checkpoint.stores._sql import Dialect
 
 _UPSERT_SESSION = (
-    "INSERT INTO sessions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (session_id) DO UPDATE SET"
+    "INSERT INTO sessions (session_id, transcript_id, header, agent, status, step_index, message_count,"
+    " approval_id, updated_at, last_error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (session_id) DO UPDATE SET"
     " transcript_id = excluded.transcript_id, header = excluded.header, agent = excluded.agent,"
     " status = excluded.status, step_index = excluded.step_index, message_count = excluded.message_count,"
-    " approval_id = excluded.approval_id, updated_at = excluded.updated_at"
+    " approval_id = excluded.approval_id, updated_at = excluded.updated_at, last_error = excluded.last_error"
 )
 
 
@@ -102,7 +104,7 @@ class SqlWrites:
 
     def _fresh_transcript_id(self, session_id: str) -> int:
         row = self._run("SELECT MAX(transcript_id) FROM messages WHERE session_id = ?", (session_id,)).fetchone()
-        return (row[0] or 0) + 1
+        return row[0] + 1 if row[0] is not None else fresh_transcript_base()
 
     def _write_header(self, header: CheckpointHeader, transcript_id: int) -> None:
         """Make ``header`` the session's latest save and add it to the history ring.
@@ -111,6 +113,12 @@ class SqlWrites:
         overrides it to crash while a checkpoint write is in flight.
         """
         saved_at = self.dialect.to_db_time(header.updated_at)  # type: ignore[arg-type]
+        replaced = None
+        if self.history_limit <= 0:  # no history: only a replaced transcript leaves rows nobody reads
+            replaced = self._run(
+                "SELECT transcript_id FROM sessions WHERE session_id = ? AND transcript_id <> ?",
+                (header.session_id, transcript_id),
+            ).fetchone()
         self._run(
             _UPSERT_SESSION,
             (
@@ -123,10 +131,12 @@ class SqlWrites:
                 header.message_count,
                 header.approval_id,
                 saved_at,
+                header.last_error.to_json() if header.last_error else None,
             ),
         )
         if self.history_limit <= 0:
-            self._collect_garbage(header.session_id)
+            if replaced is not None:  # (collecting on every save would read the whole transcript)
+                self._collect_garbage(header.session_id)
         else:
             self._add_history_entry(header, transcript_id, saved_at)
 
@@ -168,6 +178,14 @@ class SqlWrites:
                 (session_id, position, self.dialect.to_db_time(now())),
             ).fetchone()
         return row[0] - 1
+
+    def tool_unstarted(self, session_id: str, position: int) -> None:
+        with self._open():
+            self._run(
+                "UPDATE tool_markers SET starts = starts - 1"
+                " WHERE session_id = ? AND position = ? AND result IS NULL AND starts > 0",
+                (session_id, position),
+            )
 
     def record_tool_result(
         self, session_id: str, position: int, message: Message, batch_start: int, batch_size: int

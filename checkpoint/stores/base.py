@@ -6,8 +6,8 @@ Two kinds of method:
   ``history``, ``list_sessions``, ``prune``) that take and return whole
   checkpoints in the documented format;
 - the data-plane ones the worker's activities use on every step
-  (``load_header``, ``load_messages``, ``append``, tool markers keyed by
-  transcript position). ``append``
+  (``load_header``, ``load_messages``, ``load_transcript_tail``, ``append``,
+  tool markers keyed by transcript position). ``append``
   writes only the new messages, so a save costs the same at step 10 and at
   step 10,000, and a retried write lands on the same positions instead of
   appending twice.
@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import ClassVar
 
+from durable_agents.checkpoint.events import StoredEvent
 from durable_agents.checkpoint.format import (
     Checkpoint,
     CheckpointHeader,
@@ -34,6 +35,26 @@ from durable_agents.checkpoint.format import (
 )
 
 DEFAULT_HISTORY_LIMIT = 50
+
+
+@dataclass(frozen=True)
+class TranscriptTail:
+    """A session's latest header and its messages from ``start`` on, read together.
+
+    ``token`` names the transcript those messages belong to: while a store
+    reports the same token for a session, a message at a position it once held
+    never changes (saves that only add messages keep the token; one that changes
+    an earlier message, a delete and re-create, a fork into the id, each give a
+    new one, never one used before). A worker that holds the first ``start``
+    messages of a transcript may therefore read only the rest. ``None``: the
+    store makes no such promise, and readers must read from position 0.
+    """
+
+    header: CheckpointHeader
+    token: str | None
+    start: int
+    messages: list[Message]
+    """Positions ``start … header.message_count - 1`` (empty when ``start`` is past them)."""
 
 
 @dataclass(frozen=True)
@@ -54,6 +75,13 @@ class StoreCapabilities:
     """Handles opened on the same location share one store (workers in several processes)."""
     concurrent: bool = True
     """Safe to call from several threads at once (the worker calls from a thread pool)."""
+    transcript_tokens: bool = True
+    """``load_transcript_tail`` reports a token per transcript (see :class:`TranscriptTail`),
+    so a worker reads only a session's new messages each step; without it (the default
+    method) every step reads the whole transcript."""
+    events: bool = True
+    """Keeps each session's event log (``append_events`` / ``read_events``): what
+    ``AgentClient.stream`` and ``watch`` read. Without it, runs cannot stream."""
 
 
 class CheckpointStore(ABC):
@@ -122,6 +150,19 @@ class CheckpointStore(ABC):
     @abstractmethod
     def load_messages(self, session_id: str, start: int = 0, end: int | None = None) -> list[Message]: ...
 
+    def load_transcript_tail(self, session_id: str, start: int = 0) -> TranscriptTail | None:
+        """The latest header, the transcript's token and its messages from ``start`` on
+        (None: no such session), in one read whose cost does not grow with the transcript
+        before ``start``. This default reads the header, then the messages, and reports no
+        token (``None``), so workers re-read the whole transcript every step; a store
+        whose transcripts have an identity returns it (see :class:`TranscriptTail`)."""
+        header = self.load_header(session_id)
+        if header is None:
+            return None
+        count = header.message_count
+        messages = self.load_messages(session_id, start, count) if start < count else []
+        return TranscriptTail(header=header, token=None, start=start, messages=messages)
+
     @abstractmethod
     def append(self, header: CheckpointHeader, start: int, messages: list[Message]) -> None:
         """Store ``messages`` at positions ``start…`` and ``header`` as the latest save.
@@ -141,6 +182,12 @@ class CheckpointStore(ABC):
     def tool_started(self, session_id: str, position: int) -> int:
         """Record that the call whose result goes at ``position`` is starting;
         return how many starts came before for that position."""
+
+    def tool_unstarted(self, session_id: str, position: int) -> None:
+        """Forget the last start of the call at ``position`` (it has no result): the tool said
+        it did not complete (``PropagatingToolError``), so a resume may run it again. Stores
+        that cannot raise ``NotImplementedError``; the call is then a durability error on resume."""
+        raise NotImplementedError
 
     @abstractmethod
     def tool_result(self, session_id: str, position: int) -> Message | None:
@@ -178,6 +225,27 @@ class CheckpointStore(ABC):
     def drop_run_input(self, session_id: str, token: str) -> None:
         """Forget the input of ``token`` (the run applied it to the checkpoint)."""
         raise NotImplementedError(f"{type(self).__name__} keeps no run input")
+
+    # -- event log ----------------------------------------------------------
+    # A session's events (``durable_agents.checkpoint.events``) as the worker writes
+    # them while a run streams: bodies are opaque JSON text to the store, each at an
+    # offset counted from 1 in its session, never reused while the session exists.
+    # Optional: a store without it serves runs that do not stream.
+    def append_events(self, session_id: str, events: list[tuple[str | None, str]]) -> list[int]:
+        """Append ``(key, body)`` pairs to the session's log in order; return their offsets.
+
+        An event whose ``key`` (not None) the log already holds is not appended
+        again: its offset is the one it was given (a retried write changes nothing).
+        """
+        raise NotImplementedError(f"{type(self).__name__} keeps no event log")
+
+    def read_events(self, session_id: str, after: int = 0, limit: int | None = None) -> list[StoredEvent]:
+        """The session's events with an offset above ``after``, oldest first (at most ``limit``)."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no event log")
+
+    def last_event_offset(self, session_id: str) -> int:
+        """The offset of the session's newest event (0: none), where a new reader starts."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no event log")
 
     def close(self) -> None:  # noqa: B027 - optional for backends
         """Release connections."""

@@ -8,6 +8,10 @@ Layout, ``<name>`` being the session id escaped into a safe file name:
   position, message]`` line each. A save writes only new messages; changing
   a message already written starts a new transcript (the unchanged prefix
   copied), so older history entries keep reading their own messages.
+  Messages are read from the end of the log back (a transcript's newest lines
+  are its last), so reading a step's new messages costs them, not the log;
+  ``(sessionUid, transcript)`` is the transcript's token, and a session's
+  first transcript number is random (a re-created session repeats none).
 - ``history/<name>.json``: the ring of the newest ``history_limit`` saves, each
   a header plus a transcript id; entries share the log, so history grows
   linearly with the session. A damaged file reads as no history and is
@@ -16,6 +20,7 @@ Layout, ``<name>`` being the session id escaped into a safe file name:
   keyed by the transcript position of the call's result (``pos``; lines of
   the id-keyed format before it are ignored). Rewritten without the stale
   ones when a save drops or changes messages the checkpoint held.
+- ``events/<name>.jsonl``: the session's event log, append-only (``_file_events.py``).
 - ``locks/<name>.lock``: ``flock`` target (writers exclusive, readers shared).
 - ``store.json``: the store's identity (``storeId``), made once. Every write
   checks, before and after, that the directory and this file are the ones
@@ -57,7 +62,9 @@ from durable_agents.checkpoint.stores._common import (
     past_batch,
     stale_marker_cut,
     stamped,
+    transcript_token,
 )
+from durable_agents.checkpoint.stores._file_events import FileEvents
 from durable_agents.checkpoint.stores._file_records import EXT, FileRecords, Session
 from durable_agents.checkpoint.stores._files import (
     check_identity,
@@ -65,12 +72,12 @@ from durable_agents.checkpoint.stores._files import (
     open_identity,
     safe_name,
 )
-from durable_agents.checkpoint.stores.base import DEFAULT_HISTORY_LIMIT, CheckpointStore
+from durable_agents.checkpoint.stores.base import DEFAULT_HISTORY_LIMIT, CheckpointStore, TranscriptTail
 
 __all__ = ["FileStore", "safe_name"]
 
 
-class FileStore(FileRecords, CheckpointStore):
+class FileStore(FileEvents, FileRecords, CheckpointStore):
     def __init__(self, directory: str | Path, *, history_limit: int = DEFAULT_HISTORY_LIMIT) -> None:
         self.directory = Path(directory).absolute()
         self.history_limit = history_limit
@@ -119,7 +126,18 @@ class FileStore(FileRecords, CheckpointStore):
             if current is None:
                 return []
             end = current[0].message_count if end is None else end
-            return self._messages(name, self._read_log(name, {current[1]: end})[current[1]], start, end)
+            return self._messages(name, self._read_tail(name, current[1], start, end), start, end)
+
+    def load_transcript_tail(self, session_id: str, start: int = 0) -> TranscriptTail | None:
+        with self._reading(session_id) as (name, current):  # under the shared lock: one snapshot
+            if current is None:
+                return None
+            header, t, _ = current
+            count = header.message_count
+            messages = (
+                self._messages(name, self._read_tail(name, t, start, count), start, count) if start < count else []
+            )
+        return TranscriptTail(header=header, token=transcript_token(header, t), start=start, messages=messages)
 
     @contextmanager
     def _reading(self, session_id: str) -> Iterator[tuple[str, Session | None]]:
@@ -159,6 +177,7 @@ class FileStore(FileRecords, CheckpointStore):
                         message_count=h.message_count,
                         approval_id=h.approval_id,
                         updated_at=h.updated_at,
+                        last_error=h.last_error,
                     )
                 )
         return sorted(found, key=lambda s: s.updated_at, reverse=True)  # type: ignore[arg-type,return-value]
@@ -239,10 +258,22 @@ class FileStore(FileRecords, CheckpointStore):
     def tool_started(self, session_id: str, position: int) -> int:
         name = safe_name(session_id)
         with self._locked(name):
-            starts = sum(1 for e in self._read_tools(name) if e["pos"] == position and "start" in e)
+            starts = self._starts(name, position)
             event = {"pos": position, "start": now().isoformat()}
             self._append_lines(self._path("tools", name), [json.dumps(event)])
         return starts
+
+    def _starts(self, name: str, position: int) -> int:
+        events = [e for e in self._read_tools(name) if e["pos"] == position]
+        return sum(1 for e in events if "start" in e) - sum(1 for e in events if "unstart" in e)
+
+    def tool_unstarted(self, session_id: str, position: int) -> None:
+        name = safe_name(session_id)
+        with self._locked(name):
+            events = [e for e in self._read_tools(name) if e["pos"] == position]
+            if self._starts(name, position) > 0 and not any("result" in e for e in events):
+                event = {"pos": position, "unstart": now().isoformat()}
+                self._append_lines(self._path("tools", name), [json.dumps(event)])
 
     def record_tool_result(
         self, session_id: str, position: int, message: Message, batch_start: int, batch_size: int
@@ -304,6 +335,7 @@ class FileStore(FileRecords, CheckpointStore):
             self._path("tools", name).unlink(missing_ok=True)
             if not keep_history:
                 self._path("history", name).unlink(missing_ok=True)
+                self._delete_events(session_id)
             self._compact(name)
 
     def prune(
@@ -328,6 +360,7 @@ class FileStore(FileRecords, CheckpointStore):
                 if current is not None and not protected and (current[0].updated_at or cutoff) < cutoff:
                     self._path("sessions", name).unlink()
                     self._path("tools", name).unlink(missing_ok=True)
+                    self._delete_events_file(name)
                     gone += 1
                 entries = self._read_history(name) or []
                 kept = [e for e in entries if e["when"] >= cutoff]

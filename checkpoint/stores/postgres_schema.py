@@ -70,4 +70,21 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (session_id, token)
     );
     """,
+    # Why the last run failed (lastError), for `sessions` without parsing every header.
+    """
+    ALTER TABLE sessions ADD COLUMN last_error TEXT;
+    """,
+    # Each session's event log (what streamed runs write; AgentClient.stream/watch read it):
+    # seq is the event's offset in its session, from 1; a key makes a retried write a no-op.
+    """
+    CREATE TABLE events (
+        session_id TEXT NOT NULL,
+        seq BIGINT NOT NULL,
+        event_key TEXT,
+        created_at TIMESTAMPTZ NOT NULL,
+        body TEXT NOT NULL,
+        PRIMARY KEY (session_id, seq)
+    );
+    CREATE UNIQUE INDEX events_key ON events (session_id, event_key);
+    """,
 ]

@@ -78,4 +78,37 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (session_id, token)
     );
     """,
+    # Why the last run failed (lastError), for `sessions` without parsing every header.
+    """
+    ALTER TABLE sessions ADD COLUMN last_error TEXT;
+    """,
+    # Each session's event log (what streamed runs write; AgentClient.stream/watch read it):
+    # seq is the event's offset in its session, from 1; a key makes a retried write a no-op.
+    """
+    CREATE TABLE events (
+        session_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        event_key TEXT,
+        created_at REAL NOT NULL,
+        body TEXT NOT NULL,
+        PRIMARY KEY (session_id, seq)
+    ) WITHOUT ROWID;
+    CREATE UNIQUE INDEX events_key ON events (session_id, event_key);
+    """,
+    # Tool markers as a rowid table: WITHOUT ROWID keeps each ~1 KB result in the B-tree's own
+    # pages (overflowing at a few rows a page), which made them 4x their bytes on disk and the
+    # store 3.4x its transcript; as rowid rows they pack like the messages (issue 13).
+    """
+    CREATE TABLE tool_markers_packed (
+        session_id TEXT NOT NULL,
+        position INTEGER NOT NULL,
+        starts INTEGER NOT NULL,
+        first_started_at REAL NOT NULL,
+        result TEXT,
+        PRIMARY KEY (session_id, position)
+    );
+    INSERT INTO tool_markers_packed SELECT session_id, position, starts, first_started_at, result FROM tool_markers;
+    DROP TABLE tool_markers;
+    ALTER TABLE tool_markers_packed RENAME TO tool_markers;
+    """,
 ]

@@ -30,8 +30,15 @@ import sys
 from collections.abc import Sequence
 
 from durable_agents.checkpoint.errors import CheckpointNotFoundError, ConfigurationError, DurableAgentsError
-from durable_agents.cli import approvals, fork, inspect, runs, server, store
-from durable_agents.cli._common import STORE_ENV, Detached, default_store_url
+from durable_agents.cli import approvals, fork, inspect, production, runs, server, store
+from durable_agents.cli._common import (
+    STORE_ENCRYPTION_ENV,
+    STORE_ENV,
+    Detached,
+    codec_of,
+    default_store_url,
+    env_flag,
+)
 from durable_agents.cli._messages import cli_message
 from durable_agents.connection import DEFAULT_TASK_QUEUE
 
@@ -62,8 +69,25 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"checkpoint store URL (default: ${STORE_ENV} or {default_store_url()})",
     )
     parser.add_argument("--task-queue", default=DEFAULT_TASK_QUEUE, help="Temporal task queue")
+    parser.add_argument(
+        "--encryption-key-file",
+        metavar="PATH",
+        help="encrypt Temporal payloads with the keys in PATH (ID:BASE64 a line, newest last; default: "
+        "$DURABLE_AGENTS_ENCRYPTION_KEY_FILE, or the keys in $DURABLE_AGENTS_ENCRYPTION_KEYS)",
+    )
+    parser.add_argument(
+        "--store-encryption",
+        action=argparse.BooleanOptionalAction,
+        default=env_flag(STORE_ENCRYPTION_ENV),
+        help=f"encrypt message content in the store too, with the same keys (default: ${STORE_ENCRYPTION_ENV}=1)",
+    )
+    parser.add_argument(
+        "--summaries",
+        choices=["agent-only", "first-line"],
+        help="what a run's summary in the Temporal UI says (default: agent-only with encryption, else first-line)",
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (server, runs, approvals, inspect, fork, store):
+    for module in (server, runs, approvals, inspect, fork, store, production):
         module.register(sub)
     return parser
 
@@ -79,6 +103,8 @@ def _version() -> str:
 
 async def _dispatch(args: argparse.Namespace) -> int:
     try:
+        if args.command != "new-key":
+            codec_of(args)  # malformed encryption keys are refused whatever the command
         return await args.func(args)
     finally:
         opened = getattr(args, "_store", None)

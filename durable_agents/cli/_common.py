@@ -22,6 +22,7 @@ from durable_agents.checkpoint.stores.base import CheckpointStore
 from durable_agents.connection import DEFAULT_TASK_QUEUE
 
 STORE_ENV = "DURABLE_AGENTS_STORE"
+STORE_ENCRYPTION_ENV = "DURABLE_AGENTS_STORE_ENCRYPTION"
 UI_ENV = "DURABLE_AGENTS_UI_URL"
 DEFAULT_ADDRESS = "localhost:7233"
 DEFAULT_UI_URL = "http://localhost:8233"
@@ -65,14 +66,42 @@ def default_store_url() -> str:
     return os.environ.get(STORE_ENV, DEFAULT_STORE_URL)
 
 
+def env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+
+
 # -- store and client ------------------------------------------------------------------
 def store_of(args: argparse.Namespace) -> CheckpointStore:
     """The store named by ``--store`` (opened once per command)."""
     store = getattr(args, "_store", None)
     if store is None:
         store = open_store(args.store)
+        if getattr(args, "store_encryption", False):
+            from durable_agents.checkpoint.stores.encrypted import EncryptedStore
+
+            store = EncryptedStore(store, keys_of(args, "--store-encryption"))
         args._store = store
     return store
+
+
+def codec_of(args: argparse.Namespace):
+    """The payload codec of ``--encryption-key-file`` or the environment; None without keys."""
+    if not hasattr(args, "_codec"):
+        from durable_agents.encryption import encryption_from_env
+
+        args._codec = encryption_from_env(getattr(args, "encryption_key_file", None))
+    return args._codec
+
+
+def keys_of(args: argparse.Namespace, needed_by: str):
+    """The configured encryption keys; a usage error naming ``needed_by`` when there are none."""
+    codec = codec_of(args)
+    if codec is None:
+        raise UsageError(
+            f"{needed_by} needs encryption keys: set DURABLE_AGENTS_ENCRYPTION_KEYS (ID:BASE64, newest last) or "
+            "pass --encryption-key-file PATH; `durable-agents new-key` prints a key"
+        )
+    return codec.keys
 
 
 async def client_of(args: argparse.Namespace):
@@ -81,7 +110,12 @@ async def client_of(args: argparse.Namespace):
     client = getattr(args, "_client", None)
     if client is None:
         client = await AgentClient.connect(
-            args.address, store=store_of(args), namespace=args.namespace, task_queue=args.task_queue
+            args.address,
+            store=store_of(args),
+            namespace=args.namespace,
+            task_queue=args.task_queue,
+            codec=codec_of(args),
+            summaries=getattr(args, "summaries", None),
         )
         args._client = client
     return client
@@ -229,6 +263,10 @@ def command_prefix(args: argparse.Namespace) -> str:
         parts += ["--store", args.store]
     if args.task_queue != DEFAULT_TASK_QUEUE:
         parts += ["--task-queue", args.task_queue]
+    if getattr(args, "encryption_key_file", None):
+        parts += ["--encryption-key-file", args.encryption_key_file]
+    if getattr(args, "store_encryption", False) and not env_flag(STORE_ENCRYPTION_ENV):
+        parts.append("--store-encryption")
     return shlex.join(parts)
 
 

@@ -9,13 +9,17 @@ from typing import Any
 
 from durable_agents.checkpoint.format import (
     Checkpoint,
+    CheckpointStatus,
     Decision,
     HistoryEntry,
     Message,
     Role,
+    RunError,
     SessionSummary,
     ToolCall,
+    Usage,
 )
+from durable_agents.checkpoint.parts import DocumentPart, ImagePart, OpaquePart
 from durable_agents.checkpoint.transcript import pending_tool_calls
 
 _WIDTH = 100
@@ -44,17 +48,50 @@ def render_message(message: Message, marks: dict[str, str] | None = None) -> lis
     if message.role == Role.SYSTEM:
         return [f"  system     {_short(message.content or '')}"]
     if message.role == Role.USER:
-        return [f"  user       {_short(message.content or '')}"]
+        return [f"  user       {_short(' '.join(filter(None, [message.content, *_attachments(message)])))}"]
     if message.role == Role.TOOL:
         mark, label = ("✗", "error ") if message.is_error else ("→", "result")
         return [f"  {mark} {label}   {message.tool_name} [{message.tool_call_id}] {_short(message.content or '', 70)}"]
-    lines = []
+    lines = [f"  {line}" for line in _opaque_lines(message)]
     if message.content:
         lines.append(f"  assistant  {_short(message.content)}")
     for call in message.tool_calls or []:
         note = (marks or {}).get(call.id)
         lines.append(f"  ⚙ tool     {call_text(call)}" + (f"  {note}" if note else ""))
     return lines or ["  assistant  (empty)"]
+
+
+def _attachments(message: Message) -> list[str]:
+    """``[image image/png 12 KB]``, ``[document invoice.pdf 80 KB]``: what a message carries besides text."""
+    out = []
+    for part in message.parts or []:
+        if isinstance(part, ImagePart | DocumentPart):
+            name = getattr(part, "title", None) or part.url or part.media_type
+            size = f" {len(part.data) * 3 // 4 / 1024:.0f} KB" if part.data else ""
+            out.append(f"[{part.type} {name}{size}]")
+    return out
+
+
+def _opaque_lines(message: Message) -> list[str]:
+    """A provider's own blocks: thinking as its (shortened) text, others by kind."""
+    lines = []
+    for part in message.parts or []:
+        if not isinstance(part, OpaquePart):
+            continue
+        thought = part.data.get("thinking") if part.kind == "thinking" else None
+        if isinstance(thought, str):
+            lines.append(f"thinking   {_short(thought, 90)}")
+        else:
+            lines.append(f"({part.provider} {part.kind.replace('_', ' ')})")
+    return lines
+
+
+def usage_text(usage: Usage) -> str:
+    """``1200+50 in 3 requests (cache: 900 read, 250 written)``."""
+    text = f"{usage.input_tokens}+{usage.output_tokens} in {plural(usage.requests, 'request')}"
+    if usage.cache_read_tokens is not None or usage.cache_write_tokens is not None:
+        text += f" (cache: {usage.cache_read_tokens or 0} read, {usage.cache_write_tokens or 0} written)"
+    return text
 
 
 def render_transcript(
@@ -105,6 +142,8 @@ def pending_lines(pending: Any, *, decide: str | None = None) -> list[str]:
         f"awaiting approval {pending.approval_id} since {when(pending.requested_at)}:",
         f"  ⏸ {call_text(call, 200)}",
     ]
+    if getattr(pending, "subagent_session_id", None):  # the call waits in a sub-agent's session
+        lines.append(f"  in sub-agent {pending.subagent_agent or '-'} (session {pending.subagent_session_id})")
     if getattr(pending, "timeout_at", None):
         lines.append(f"  rejected automatically at {when(pending.timeout_at).split(' (')[0]} if undecided")
     for later in pending.remaining_tool_calls or []:
@@ -143,7 +182,9 @@ def decision_lines(messages: list[Message], decisions: list[Decision] | None) ->
 
 
 def approval_marks(pending: Any | None) -> dict[str, str]:
-    marks = {}
+    marks: dict[str, str] = {}
+    if pending is not None and getattr(pending, "subagent_session_id", None):
+        return marks  # its call (and ids) are the sub-agent's: shown in its nested transcript
     if pending is not None:
         marks[pending.tool_call_id] = f"⏸ awaiting approval {pending.approval_id}"
         for later in pending.remaining_tool_calls or []:
@@ -165,23 +206,28 @@ def render_checkpoint(
     *,
     decide: str | None = None,
     recorded: Collection[str] = (),
+    nested: dict[int, list[str]] | None = None,
 ) -> str:
     """What ``show`` prints: the session's header, its turns, its pending approval.
 
     ``recorded``: ids of pending calls whose result is recorded already (e.g. by a fork's
-    patch) and is appended once the calls before them have theirs."""
+    patch) and is appended once the calls before them have theirs. ``nested``: lines after a
+    message's position (sub-agents' transcripts, ``cli/_subagents.py``)."""
     cp = checkpoint
     status = cp.status.value + (f" ({cp.finish_reason.value})" if cp.finish_reason else "")
     head = [
         f"session   {cp.session_id}",
         f"agent     {cp.agent or '-'}" + (f"  model {cp.run_config.model}" if cp.run_config else ""),
         f"status    {status}",
-        f"step      {cp.step_index}   messages {len(cp.messages)}   tokens "
-        f"{cp.usage.input_tokens}+{cp.usage.output_tokens} in {plural(cp.usage.requests, 'request')}",
+        f"step      {cp.step_index}   messages {len(cp.messages)}   tokens {usage_text(cp.usage)}",
         f"updated   {when(cp.updated_at)}",
     ]
+    if cp.last_error is not None:
+        head.insert(3, f"failed    {failure_line(cp.last_error)}")
     if cp.business_state is not None:
         head.append(f"state     {_short(json.dumps(cp.business_state, default=str), 90)}")
+    if cp.parent_session_id is not None:
+        head.append(f"parent    {cp.parent_session_id} (its call {cp.parent_tool_call_id} runs this sub-agent)")
     marks = {
         c.id: "… result recorded, appended once the calls before it have theirs"
         if c.id in recorded
@@ -190,6 +236,8 @@ def render_checkpoint(
     }
     marks.update(approval_marks(pending))
     after, apart = decision_lines(cp.messages, cp.decisions)
+    for position, extra in (nested or {}).items():
+        after.setdefault(position, []).extend(extra)
     lines = [*head, "", render_transcript(cp.messages, steps=True, marks=marks, after=after)]
     if apart:
         lines += ["", "decisions on calls whose result is not in this transcript:", *apart]
@@ -212,18 +260,39 @@ def sessions_table(sessions: Sequence[SessionSummary], aborted: Collection[str] 
     """``aborted``: ids of the in-progress sessions whose last run was aborted (shown as ``aborted``)."""
 
     def status(s: SessionSummary) -> str:
+        if s.last_error is not None and s.status == CheckpointStatus.IN_PROGRESS:
+            return "failed"
         return "aborted" if s.session_id in aborted else s.status.value
 
     rows = [(s.session_id, s.agent, status(s), s.step_index, when(s.updated_at), s.approval_id) for s in sessions]
-    return table(("SESSION", "AGENT", "STATUS", "STEP", "UPDATED", "PENDING APPROVAL"), rows)
+    out = table(("SESSION", "AGENT", "STATUS", "STEP", "UPDATED", "PENDING APPROVAL"), rows)
+    failed = [s for s in sessions if s.last_error is not None and s.status == CheckpointStatus.IN_PROGRESS]
+    if failed:
+        out += "\n\n" + "\n".join(
+            f"{s.session_id} failed: {failure_line(s.last_error)}" for s in failed if s.last_error
+        )
+        out += "\n(resume with `durable-agents resume SESSION` once the cause is fixed)"
+    return out
+
+
+def failure_line(error: RunError) -> str:
+    """One line: why the last run failed, at which step, when."""
+    return f"{_short(error.message, 160)} (step {error.step}, {when(error.at)})"
 
 
 def approvals_table(pendings: Sequence[Any]) -> str:
-    rows = [
+    """One row per approval; ``IN SUB-AGENT`` (only when one waits in a sub-agent): the agent
+    and session where the call is (``SESSION`` is the one to approve)."""
+    rows: list[tuple[Any, ...]] = [
         (p.session_id, p.agent, p.tool_name, _args(p.arguments, 40), p.approval_id, when(p.requested_at))
         for p in pendings
     ]
-    return table(("SESSION", "AGENT", "TOOL", "ARGUMENTS", "APPROVAL ID", "SINCE"), rows)
+    headers: tuple[str, ...] = ("SESSION", "AGENT", "TOOL", "ARGUMENTS", "APPROVAL ID", "SINCE")
+    if any(getattr(p, "subagent_session_id", None) for p in pendings):
+        inside = [f"{p.subagent_agent} {p.subagent_session_id}" if p.subagent_session_id else None for p in pendings]
+        rows = [(*row[:2], where, *row[2:]) for row, where in zip(rows, inside)]
+        headers = (*headers[:2], "IN SUB-AGENT", *headers[2:])
+    return table(headers, rows)
 
 
 def history_table(entries: Sequence[HistoryEntry]) -> str:

@@ -39,6 +39,10 @@ class ApprovalView(FormatModel):
     requested_at: datetime
     remaining_tool_calls: list[ToolCall] = Field(default_factory=list)
     timeout_at: datetime | None = None
+    subagent_session_id: str | None = None
+    """Set when the call waits in a sub-agent's session (approve ``sessionId`` all the same)."""
+    subagent_agent: str | None = None
+    parent_session_id: str | None = None
 
     @classmethod
     def of(cls, pending: PendingApproval) -> ApprovalView:
@@ -103,6 +107,12 @@ def _turn_start(messages: list[Message], tool_call_id: str) -> int:
     return 0
 
 
+def _last_turn(store: Any, session_id: str) -> int | None:
+    header = store.load_header(session_id)
+    messages = store.load_messages(session_id, 0, header.message_count) if header is not None else []
+    return next((i for i in range(len(messages) - 1, -1, -1) if messages[i].role == Role.ASSISTANT), None)
+
+
 async def cmd_decide(args: argparse.Namespace) -> int:
     if args.reject and args.arguments is not None:
         raise UsageError("--arguments overrides an approved call's arguments; it cannot go with --reject")
@@ -119,6 +129,11 @@ async def cmd_decide(args: argparse.Namespace) -> int:
         )
     approval_id = args.approval_id or pending.approval_id
     verb = "rejected" if args.reject else "approved"
+    inside = (
+        f" in sub-agent {pending.subagent_agent} ({pending.subagent_session_id})" if pending.subagent_session_id else ""
+    )
+    # a sub-agent's call id is not in this session's transcript: show from the turn that called it
+    turn = _last_turn(store_of(args), args.session) if inside else None
     by = decider(args.by)
     started = time.perf_counter()
     decided = client.approve(
@@ -129,8 +144,11 @@ async def cmd_decide(args: argparse.Namespace) -> int:
         who = f" by {by}" if by else ""
         note = f" with note {args.note!r}" if args.note else ""
         changed = f" and arguments {args.arguments}" if arguments is not None else ""
-        print(f"{verb} {pending.tool_name} [{pending.tool_call_id}] (approval {approval_id}){who}{note}{changed}\n")
-    await print_outcome(args, result, start=_turn_start(result.messages, pending.tool_call_id), started=started)
+        print(
+            f"{verb} {pending.tool_name} [{pending.tool_call_id}]{inside} (approval {approval_id}){who}{note}{changed}\n"
+        )
+    start = turn if turn is not None else _turn_start(result.messages, pending.tool_call_id)
+    await print_outcome(args, result, start=start, started=started)
     return 0
 
 

@@ -23,6 +23,7 @@ from durable_agents.cli._common import (
     unknown_session,
 )
 from durable_agents.cli._render import history_table, pending_positions, render_checkpoint, sessions_table
+from durable_agents.cli._subagents import subagent_lines
 
 STATUSES = [s.value for s in CheckpointStatus]
 
@@ -86,7 +87,8 @@ async def cmd_show(args: argparse.Namespace) -> int:
     store = store_of(args)
     pending = pending_from_store(store, args.session)
     recorded = [c.id for at, c in pending_positions(checkpoint.messages) if store.tool_result(args.session, at)]
-    print(render_checkpoint(checkpoint, pending, decide=command_prefix(args), recorded=recorded))
+    nested = subagent_lines(store, checkpoint)  # each sub-agent's turns, under its call
+    print(render_checkpoint(checkpoint, pending, decide=command_prefix(args), recorded=recorded, nested=nested))
     link = ui_link(args, args.session)
     if link:
         print(f"Temporal UI: {link}")

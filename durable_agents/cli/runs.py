@@ -11,8 +11,9 @@ import shlex
 import sys
 import time
 import uuid
-from collections.abc import Awaitable
+from collections.abc import AsyncIterator, Awaitable
 
+from durable_agents._streams import follow, latest_run_start
 from durable_agents._workers import no_worker_message, worker_polling
 from durable_agents.checkpoint.errors import DurableAgentsError
 from durable_agents.checkpoint.format import CheckpointStatus, Message, Role
@@ -30,8 +31,10 @@ from durable_agents.cli._common import (
     ui_link,
     unknown_session,
 )
+from durable_agents.cli._live import print_events
 from durable_agents.cli._progress import NoWorkerWarning, Progress
 from durable_agents.cli._render import approval_marks, pending_lines, plural, render_transcript
+from durable_agents.events import Event
 from durable_agents.result import RunResult
 
 
@@ -47,6 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="abort the session's live run first (its unfinished tool calls get cancelled results)",
     )
     run.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_stream_flags(run)
     run.add_argument(
         "--no-wait",
         action="store_true",
@@ -70,6 +74,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     watch.add_argument("session")
     watch.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_stream_flags(watch)
+    watch.add_argument(
+        "--after",
+        type=int,
+        default=None,
+        metavar="OFFSET",
+        help="with --stream/--events: the session's events after this offset (0: all of them); "
+        "default: from the start of its latest run",
+    )
     add_wait_flags(watch)
     watch.set_defaults(func=cmd_watch)
 
@@ -79,8 +92,32 @@ def register(sub: argparse._SubParsersAction) -> None:
     cancel.set_defaults(func=cmd_cancel)
 
 
+def add_stream_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--stream",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="print the model's text as it streams, and each tool call and approval as it happens "
+        "(default: on when stdout is a terminal)",
+    )
+    parser.add_argument(
+        "--events",
+        action="store_true",
+        help="print every event of the run as one JSON line (the last one holds the result)",
+    )
+
+
+def streaming(args: argparse.Namespace) -> bool:
+    if args.events or getattr(args, "after", None) is not None:
+        return True
+    flag = getattr(args, "stream", None)
+    return flag if flag is not None else (sys.stdout.isatty() and not args.json)
+
+
 # -- waiting and printing outcomes ---------------------------------------------------------
-async def wait_for(args: argparse.Namespace, session_id: str, waiting: Awaitable[RunResult]) -> RunResult:
+async def wait_for(
+    args: argparse.Namespace, session_id: str, waiting: Awaitable[RunResult], *, progress: bool = True
+) -> RunResult:
     """Await ``waiting`` (a run's outcome) with live progress on stderr when wanted.
 
     Ctrl-C stops the waiting, not the run: :class:`Detached` says how to follow it again.
@@ -94,13 +131,18 @@ async def wait_for(args: argparse.Namespace, session_id: str, waiting: Awaitable
     async with (
         detach_on_interrupt(gone_on),
         NoWorkerWarning(client.temporal, args.task_queue, no_worker_line(args)),
-        Progress(client.temporal, session_id, enabled=progress_wanted(args)),
+        Progress(client.temporal, session_id, enabled=progress and progress_wanted(args)),
     ):
         return await waiting
 
 
 async def print_outcome(
-    args: argparse.Namespace, result: RunResult, *, start: int = 0, started: float | None = None
+    args: argparse.Namespace,
+    result: RunResult,
+    *,
+    start: int = 0,
+    started: float | None = None,
+    transcript: bool = True,
 ) -> None:
     """The transcript from ``start``, a summary line, the pending approval if any, the UI link."""
     link = ui_link(args, result.session_id)
@@ -117,13 +159,16 @@ async def print_outcome(
     pending = None
     if result.approval_id:
         pending = await (await client_of(args)).pending_approval(result.session_id)
-    print(render_transcript(result.messages, start=start, marks=approval_marks(pending)))
+    if transcript:  # (a streamed run's was printed as it went)
+        print(render_transcript(result.messages, start=start, marks=approval_marks(pending)))
     took = f", {time.perf_counter() - started:.2f}s" if started is not None else ""
     print(
         f"\nsession {result.session_id}: {result.finish_reason}, {plural(result.steps, 'step')}, "
         f"{plural(len(result.tool_calls), 'tool call')}, {result.usage.input_tokens}+"
         f"{result.usage.output_tokens} tokens{took}"
     )
+    if result.detail:
+        print(result.detail)
     if pending is not None:
         print("\n".join(pending_lines(pending, decide=command_prefix(args))))
     if link:
@@ -141,12 +186,28 @@ async def cmd_run(args: argparse.Namespace) -> int:
     if args.no_wait and not await worker_polling(client.temporal, args.task_queue):
         raise DurableAgentsError(no_worker_message(args.task_queue, command_prefix(args)))
     started = time.perf_counter()
-    handle = await client.start(name, args.input, session_id=session, model=args.model, interrupt=args.interrupt)
+    after = store_of(args).last_event_offset(session)
+    # always streamed to the store's event log, so `watch` can follow it from anywhere
+    handle = await client.start(
+        name, args.input, session_id=session, model=args.model, interrupt=args.interrupt, stream=True
+    )
     if args.no_wait:
         _print_started(args, name, session, handle.first_execution_run_id)
         return 0
+    if streaming(args):
+        return await _streamed(args, session, follow(client, session, after), started)
     result = await wait_for(args, session, client.outcome(session))
     await print_outcome(args, result, start=0 if header is None else header.message_count, started=started)
+    return 0
+
+
+async def _streamed(
+    args: argparse.Namespace, session: str, events: AsyncIterator[Event], started: float | None = None
+) -> int:
+    """Print a run's events as they come (text or JSON lines), then its summary."""
+    result = await wait_for(args, session, print_events(events, as_json=args.events), progress=False)
+    if not args.events:
+        await print_outcome(args, result, started=started, transcript=False)
     return 0
 
 
@@ -182,6 +243,9 @@ async def cmd_watch(args: argparse.Namespace) -> int:
     before = store_of(args).load_header(args.session)
     if before is None and not await live_run(client, args.session):
         raise unknown_session(args, args.session)
+    if streaming(args):
+        after = args.after if args.after is not None else latest_run_start(store_of(args), args.session)
+        return await _streamed(args, args.session, client.watch(args.session, after=after))
     try:
         result = await wait_for(args, args.session, client.outcome(args.session))
     except RPCError as e:

@@ -9,7 +9,7 @@ import signal
 from pathlib import Path
 
 from durable_agents.checkpoint.stores import redact
-from durable_agents.cli._common import UsageError, store_of
+from durable_agents.cli._common import UsageError, codec_of, store_of
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -25,6 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="MODULE:ATTR",
         help="an Agent (or list of Agents) to serve; repeatable",
     )
+    _observability_args(worker)
     worker.set_defaults(func=cmd_worker)
 
     dev = sub.add_parser("dev", help="embedded Temporal server + a worker in one process")
@@ -36,6 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="an Agent (or list of Agents) for the worker to serve, e.g. myapp.agents:booker; repeatable",
     )
     _server_args(dev)
+    _observability_args(dev)
     dev.set_defaults(func=cmd_dev)
 
     demo = sub.add_parser("demo", help="start everything, run the example agent, stop everything (or --keep-running)")
@@ -53,13 +55,40 @@ def _server_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ui-port", type=int, help="UI port (default port+1000)")
     p.add_argument("--db-file", default=".durable-agents/temporal.db", help="Temporal's SQLite file")
     p.add_argument("--headless", action="store_true", help="no web UI")
+    p.add_argument(
+        "--codec-port",
+        type=int,
+        default=0,
+        help="with encryption keys: the port of the codec server the UI decrypts payloads with (default: a free one)",
+    )
 
 
-def _dev_server(args: argparse.Namespace):
+def _observability_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="serve Prometheus metrics (Temporal SDK's and ours) at :PORT/metrics",
+    )
+    p.add_argument(
+        "--health-port", type=int, metavar="PORT", help="serve /healthz (liveness) and /readyz (polling) at :PORT"
+    )
+    p.add_argument(
+        "--observability-host",
+        default="127.0.0.1",
+        help="address the metrics and health endpoints listen on (default 127.0.0.1; 0.0.0.0 in a container)",
+    )
+
+
+def _dev_server(args: argparse.Namespace, codec_endpoint: str | None = None):
     from durable_agents.devserver import DevServer
 
     return DevServer(
-        port=args.port, ui_port=args.ui_port, ui=not args.headless, db_file=Path(args.db_file) if args.db_file else None
+        port=args.port,
+        ui_port=args.ui_port,
+        ui=not args.headless,
+        db_file=Path(args.db_file) if args.db_file else None,
+        ui_codec_endpoint=codec_endpoint,
     )
 
 
@@ -87,13 +116,27 @@ async def _until(stop: asyncio.Event, work) -> None:
 
 async def _with_server(args: argparse.Namespace, work, hint: str | None = None) -> int:
     """Start the embedded server, run ``work(server)`` until done or a signal, stop the server."""
+    from durable_agents.devserver import free_port
+
     stop = _stop_on_signals()
-    async with _dev_server(args) as server:  # stops the server on the way out
-        print(f"Temporal dev server at {server.address}" + (f", UI {server.ui_url}" if server.ui else ""), flush=True)
-        print(_state_line(server), flush=True)
-        if hint:
-            print(hint, flush=True)
-        await _until(stop, work(server))
+    codec = codec_of(args) if not args.headless else None  # with keys, the UI decrypts through our codec server
+    codec_port = (args.codec_port or free_port()) if codec is not None else None
+    endpoint = f"http://127.0.0.1:{codec_port}" if codec_port else None
+    with contextlib.ExitStack() as closing:
+        async with _dev_server(args, endpoint) as server:  # stops the server on the way out
+            print(
+                f"Temporal dev server at {server.address}" + (f", UI {server.ui_url}" if server.ui else ""), flush=True
+            )
+            if codec is not None and codec_port is not None:
+                from durable_agents.codec_server import codec_server, ui_origins
+
+                origins = ui_origins(server.ui_url or "")
+                closing.enter_context(codec_server(codec, port=codec_port, origins=origins))
+                print(f"codec server at {endpoint}: the UI decrypts payloads (keys {', '.join(codec.keys.ids)})")
+            print(_state_line(server), flush=True)
+            if hint:
+                print(hint, flush=True)
+            await _until(stop, work(server))
     return 0
 
 
@@ -108,17 +151,39 @@ async def cmd_server(args: argparse.Namespace) -> int:
 async def run_worker(args: argparse.Namespace, address: str | None) -> int:
     from durable_agents._loading import load_agents
     from durable_agents.connection import connect
+    from durable_agents.observability import metrics_runtime, serve_health
     from durable_agents.worker import build_worker
 
     agents = [a for spec in args.agent for a in load_agents(spec)]
     store = durable_store(args)
-    client = await connect(address, args.namespace)
+    host = args.observability_host
+    runtime = metrics_runtime(args.metrics_port, host) if args.metrics_port else None
+    client = await connect(address, args.namespace, codec=codec_of(args), runtime=runtime)
     worker = build_worker(client, agents=agents, store=store, task_queue=args.task_queue)
     names = ", ".join(a.name for a in agents)
-    print(f"worker for {names} on task queue {args.task_queue!r}, store {store.location}", flush=True)
-    async with worker:  # leaving it shuts down gracefully: running tools may finish
-        await asyncio.Event().wait()
+    async with serve_health(worker, client, port=args.health_port, host=host, store=store, runtime=runtime) as health:
+        print(f"worker for {names} on task queue {args.task_queue!r}, store {store.location}", flush=True)
+        for line in _observability_lines(args, client):
+            print(line, flush=True)
+        async with worker:  # leaving it shuts down gracefully: running tools may finish
+            try:
+                await asyncio.Event().wait()
+            finally:
+                health.stopping = True  # /readyz says so while running tools finish
     return 0
+
+
+def _observability_lines(args: argparse.Namespace, client) -> list[str]:
+    host, lines = args.observability_host, []
+    if client.data_converter.payload_codec is not None:
+        lines.append(f"payloads encrypted ({client.data_converter.payload_codec!r})")
+    if getattr(args, "store_encryption", False):
+        lines.append("message content encrypted in the store")
+    if args.metrics_port:
+        lines.append(f"metrics at http://{host}:{args.metrics_port}/metrics")
+    if args.health_port:
+        lines.append(f"health at http://{host}:{args.health_port}/healthz and /readyz")
+    return lines
 
 
 def durable_store(args: argparse.Namespace):

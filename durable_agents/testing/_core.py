@@ -23,14 +23,15 @@ import json
 import os
 import signal
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from durable_agents.activities.definitions import ToolContext
 from durable_agents.activities.providers.base import ModelProvider, ModelRequest, ModelResponse
-from durable_agents.activities.providers.registry import PROVIDERS, ProviderRegistry
+from durable_agents.activities.providers.registry import BUILTIN_PROVIDERS, ProviderRegistry
 from durable_agents.checkpoint.stores.base import CheckpointStore
 
 LOG_DIR_ENV = "DURABLE_AGENTS_TESTING_DIR"
@@ -57,6 +58,10 @@ class CrashWindow(StrEnum):
     """Inside the store transaction that records a tool result, before its commit."""
     AFTER_INPUT_STORED = "after-input-stored"
     """The run's user input is committed (a store activity); no model call yet."""
+    BEFORE_SUBAGENT_START = "before-subagent-start"
+    """A sub-agent call's task is in the store (the start activity); its child run has not started."""
+    AFTER_SUBAGENT_FINISHED = "after-subagent-finished"
+    """A sub-agent's run has finished; the parent has not recorded the call's result."""
 
 
 _state: dict[str, Any] = {"log_dir": None, "window": None, "store": None}
@@ -123,7 +128,7 @@ def crash_point(window: CrashWindow, session_id: str, **detail: Any) -> None:
     folder = log_dir()
     if crash_window() != window or folder is None:
         return
-    marker = folder / "markers" / f"{session_id}.{window.value}"
+    marker = folder / "markers" / f"{quote(session_id, safe='')}.{window.value}"  # a sub-agent's id has a /
     try:
         os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
     except FileExistsError:
@@ -178,6 +183,22 @@ class RecordingProvider:
         self._inner: ModelProvider | None = None
 
     async def generate(self, request: ModelRequest) -> ModelResponse:
+        await self._record(request)
+        assert self._inner is not None
+        return await self._inner.generate(request)
+
+    async def generate_stream(self, request: ModelRequest, on_text: Callable[[str], None]) -> ModelResponse:
+        """Recorded like ``generate``; streamed when the provider streams."""
+        await self._record(request)
+        streaming = getattr(self._inner, "generate_stream", None)
+        if streaming is None:
+            assert self._inner is not None
+            response = await self._inner.generate(request)
+            on_text(response.message.content or "")
+            return response
+        return await streaming(request, on_text)
+
+    async def _record(self, request: ModelRequest) -> None:
         if self._inner is None:
             self._inner = ProviderRegistry().get(self.kind)
         position, store, stored = len(request.messages), _state["store"], None
@@ -194,9 +215,8 @@ class RecordingProvider:
                 "stored_before": stored,
             },
         )
-        return await self._inner.generate(request)
 
 
 def recording_providers() -> dict[str, RecordingProvider]:
     """``providers=`` for ``build_worker``: every provider kind, recorded."""
-    return {kind: RecordingProvider(kind) for kind in PROVIDERS}
+    return {kind: RecordingProvider(kind) for kind in BUILTIN_PROVIDERS}

@@ -55,10 +55,16 @@ class CrashingSqliteStore(SqliteStore):
         if last is not None and last.role == Role.USER:
             self._crash(CrashWindow.AFTER_INPUT_STORED, header.session_id, position=start)
 
+    def put_run_input(self, session_id: str, token: str, messages: list[Message]) -> None:
+        super().put_run_input(session_id, token, messages)  # in a worker: only a sub-agent's task
+        self._crash(CrashWindow.BEFORE_SUBAGENT_START, session_id, token=token)
+
     def record_tool_result(
         self, session_id: str, position: int, message: Message, batch_start: int, batch_size: int
     ) -> int:
         fresh = message.content != CANCELLED and self.tool_result(session_id, position) is None
+        if fresh and '"subagentSessionId"' in (message.content or ""):
+            self._crash(CrashWindow.AFTER_SUBAGENT_FINISHED, session_id, position=position)
         if fresh:
             self._crash(
                 CrashWindow.AFTER_TOOL_BEFORE_RECORD, session_id, position=position, tool_call_id=message.tool_call_id

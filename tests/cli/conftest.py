@@ -144,7 +144,12 @@ class Cli:
         handle = log.open("w")
         args = [a for spec in agents for a in ("--agent", spec)]
         proc = subprocess.Popen(
-            [*CLI, *self.flags, "worker", *args], cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT, text=True
+            [*CLI, *self.flags, "worker", *args],
+            cwd=ROOT,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env={**os.environ, **self.env},  # the same environment as the commands (e.g. encryption keys)
         )
         deadline = time.monotonic() + 60
         while "worker for" not in log.read_text():

@@ -10,6 +10,11 @@ run always ends.
         srv.anthropic.reply_tool_calls([("get_weather", {"city": "Paris"}, "toolu_1")])
         srv.anthropic.reply_text("It is sunny.")
         srv.openai.reply_error(429, "slow down", headers={"retry-after": "2"})
+
+The Anthropic side also checks extended thinking and counts prompt caching as
+the real API does (:mod:`tests.fakes.anthropic_rules`): with ``thinking`` on,
+replies open with a signed thinking block, and a request that drops or alters
+one is refused with 400; usage reports cache reads and writes by prefix.
 """
 
 from __future__ import annotations
@@ -25,6 +30,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
+from tests.fakes.anthropic_rules import THINKING, PromptCache, Thinking
+from tests.fakes.anthropic_rules import text_chars as _text_chars
+from tests.fakes.sse import send_frames, streamed
+
 OUTPUT_TOKENS = 7
 """Every successful reply reports this many output tokens (deterministic)."""
 
@@ -39,20 +48,13 @@ class Reply:
     body: dict[str, Any] | str
     headers: dict[str, str] = field(default_factory=dict)
     with_usage: bool = False
+    frames: list[tuple[bytes, str]] | None = None
+    """Set for a request with ``"stream": true``: the reply as server-sent events (:mod:`.sse`)."""
+    fail_after: int | None = None
+    """Stop the stream after this many frames (Anthropic: an ``error`` event; OpenAI: the connection drops)."""
 
 
 Responder = Callable[[dict[str, Any]], "Reply | str | None"]
-
-
-def _text_chars(value: Any) -> int:
-    """Total length of every string inside ``value``: independent of key order."""
-    if isinstance(value, str):
-        return len(value)
-    if isinstance(value, dict):
-        return sum(_text_chars(v) for v in value.values())
-    if isinstance(value, list):
-        return sum(_text_chars(v) for v in value)
-    return 0
 
 
 class _Script:
@@ -64,6 +66,16 @@ class _Script:
         self._lock = threading.Lock()
         self._queue: deque[Reply] = deque()
         self.responder: Responder | None = None
+        self._stream_failures: deque[int] = deque()
+
+    def fail_stream_after(self, frames: int) -> None:
+        """The next streamed reply stops after ``frames`` events (once)."""
+        with self._lock:
+            self._stream_failures.append(frames)
+
+    def take_stream_failure(self) -> int | None:
+        with self._lock:
+            return self._stream_failures.popleft() if self._stream_failures else None
 
     # -- queueing -----------------------------------------------------------
     def reply_text(self, text: str) -> None:
@@ -105,6 +117,10 @@ class _Script:
         raise NotImplementedError
 
     # -- serving --------------------------------------------------------------
+    def check(self, request: dict[str, Any]) -> Reply | None:
+        """The API's refusal of ``request`` before any reply is used, or None."""
+        return None
+
     def next_reply(self, request: dict[str, Any]) -> Reply:
         with self._lock:
             if self._queue:
@@ -143,13 +159,30 @@ _ANTHROPIC_ERROR_TYPES = {
 
 
 class AnthropicScript(_Script):
-    """Replies in the Messages API format (``POST /v1/messages``)."""
+    """Replies in the Messages API format (``POST /v1/messages``).
+
+    ``thinking`` (``str`` for a signed thinking block, or a block such as
+    ``self.thinking.redacted()``) opens a reply with those blocks; with thinking
+    on in the request, a reply without any gets one signed block."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.thinking = Thinking()
+        self.cache = PromptCache()
+
+    def reply_tool_calls(
+        self, calls: Iterable[ToolCallSpec], text: str | None = None, thinking: list[str | dict[str, Any]] | None = None
+    ) -> None:
+        self._push(self.tool_calls(calls, text=text, thinking=thinking))
 
     def text(self, text: str) -> Reply:
         return self._message([{"type": "text", "text": text}], "end_turn")
 
-    def tool_calls(self, calls: Iterable[ToolCallSpec], text: str | None = None) -> Reply:
-        blocks: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
+    def tool_calls(
+        self, calls: Iterable[ToolCallSpec], text: str | None = None, thinking: list[str | dict[str, Any]] | None = None
+    ) -> Reply:
+        blocks = [self.thinking.block(t) if isinstance(t, str) else t for t in thinking or []]
+        blocks += [{"type": "text", "text": text}] if text else []
         for call in calls:
             name, args, call_id = self._unpack(call, "toolu_fake_")
             blocks.append({"type": "tool_use", "id": call_id, "name": name, "input": args})
@@ -172,9 +205,22 @@ class AnthropicScript(_Script):
         }
         return Reply(200, body, with_usage=True)
 
+    def check(self, request: dict[str, Any]) -> Reply | None:
+        problem = self.cache.problem(request) or self.thinking.problem(request)
+        return self.error(400, problem) if problem else None
+
+    def render(self, reply: Reply, request: dict[str, Any]) -> Reply:
+        content = reply.body.get("content") if isinstance(reply.body, dict) else None
+        if reply.with_usage and isinstance(content, list):
+            thinking_on = (request.get("thinking") or {}).get("type") == "enabled"
+            if thinking_on and not (content and content[0].get("type") in THINKING):
+                content = [self.thinking.block(f"Step {len(request.get('messages') or [])}: what next?"), *content]
+                reply = Reply(reply.status, dict(reply.body, content=content), reply.headers, reply.with_usage)
+            self.thinking.remember(content)
+        return super().render(reply, request)
+
     def _usage(self, request: dict[str, Any]) -> dict[str, Any]:
-        chars = _text_chars(request.get("messages")) + _text_chars(request.get("system"))
-        return {"input_tokens": chars // 4, "output_tokens": OUTPUT_TOKENS}
+        return {**self.cache.usage(request), "output_tokens": OUTPUT_TOKENS}
 
 
 class OpenAIScript(_Script):
@@ -220,8 +266,17 @@ class FakeLLMServer:
     def __init__(self) -> None:
         self.anthropic = AnthropicScript()
         self.openai = OpenAIScript()
+        from tests.fakes.responses_api import ResponsesScript  # (it builds on this module)
+
+        self.responses = ResponsesScript()
         self._lock = threading.Lock()
         self._requests: list[dict[str, Any]] = []
+        self.stream_chunk = 4
+        """Characters per text delta of a streamed reply."""
+        self.stream_delay = 0.0
+        """Seconds between the events of a streamed reply."""
+        self.streamed: list[list[tuple[float, str]]] = []
+        """Per streamed reply, (``time.monotonic()`` when sent, text) of each text delta."""
         self._httpd: _QuietServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -270,13 +325,18 @@ class FakeLLMServer:
     # -- recorded requests -----------------------------------------------------------
     @property
     def requests(self) -> list[dict[str, Any]]:
-        """Every request so far as ``{"path", "headers", "body"}`` (a snapshot copy)."""
+        """Every request so far as ``{"path", "headers", "body", "status", "reply"}`` (a snapshot
+        copy; ``status`` and ``reply`` are what was answered, once it was)."""
         with self._lock:
             return list(self._requests)
 
     def bodies(self, path: str) -> list[Any]:
         """The bodies of the requests made to ``path`` (e.g. ``"/v1/messages"``)."""
         return [r["body"] for r in self.requests if r["path"] == path]
+
+    def replies(self, path: str) -> list[Any]:
+        """The bodies the fake answered the requests to ``path`` with, in order."""
+        return [r.get("reply") for r in self.requests if r["path"] == path]
 
     def clear_requests(self) -> None:
         with self._lock:
@@ -288,16 +348,25 @@ class FakeLLMServer:
             body: Any = json.loads(raw) if raw else {}
         except ValueError:
             body = raw.decode("utf-8", "replace")
+        entry: dict[str, Any] = {"path": path, "headers": headers, "body": body}
         with self._lock:
-            self._requests.append({"path": path, "headers": headers, "body": body})
-        script = {"/v1/messages": self.anthropic, "/v1/chat/completions": self.openai}.get(path)
+            self._requests.append(entry)
+        reply = self._answer(path, body)
+        with self._lock:
+            entry.update(status=reply.status, reply=reply.body)
+        return reply
+
+    def _answer(self, path: str, body: Any) -> Reply:
+        scripts = {"/v1/messages": self.anthropic, "/v1/chat/completions": self.openai, "/v1/responses": self.responses}
+        script = scripts.get(path)
         if script is None:
             return Reply(404, {"error": {"message": f"no such path {path}", "type": "not_found"}})
         request = body if isinstance(body, dict) else {}
         try:
-            return script.render(script.next_reply(request), request)
+            reply = script.check(request) or script.render(script.next_reply(request), request)
         except Exception as exc:  # a broken responder should fail the test visibly, not hang it
             return script.error(500, f"fake responder failed: {exc!r}")
+        return streamed(reply, request, path, self.stream_chunk, script.take_stream_failure)
 
 
 class _QuietServer(ThreadingHTTPServer):
@@ -323,6 +392,8 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(Reply(404, {"error": {"message": f"no such path {self.path}", "type": "not_found"}}))
 
     def _send(self, reply: Reply) -> None:
+        if reply.frames is not None:
+            return send_frames(self, reply, self.fake)
         payload = reply.body if isinstance(reply.body, str) else json.dumps(reply.body)
         data = payload.encode("utf-8")
         headers = {"content-type": "application/json", **{k.lower(): v for k, v in reply.headers.items()}}

@@ -17,11 +17,11 @@ from pathlib import Path
 
 from temporalio.client import Client
 
-from durable_agents.checkpoint import SqliteStore
 from durable_agents import AgentClient, build_worker
+from durable_agents.checkpoint import SqliteStore
 from durable_agents.connection import data_converter
 from durable_agents.devserver import DevServer
-from tests import agents
+from tests import agents, subagent_agents
 
 HERE = Path(__file__).parent
 RUNS = {
@@ -31,7 +31,9 @@ RUNS = {
 }
 # Recorded after approvals existed (v2 of the workflow): pause, approve, pause, reject;
 # an interrupted run; a fork.
-EXTRA = ("approvals_v2", "interrupt_v2", "fork_v2")
+EXTRA = ("approvals_v2", "interrupt_v2", "fork_v2", "subagents_v3", "streamed_v4")
+# v3: a parent with two sub-agents (child workflows), one gated: its pause relayed, approved
+# on the parent; the gated child's own history next to it.
 
 
 async def main() -> None:
@@ -40,6 +42,7 @@ async def main() -> None:
         store = SqliteStore(Path(tmp) / "store.db")
         queue = f"record-{uuid.uuid4().hex[:6]}"
         all_agents = [agent for agent, _ in RUNS.values()] + [agents.payments_agent, agents.slow_agent]
+        all_agents.append(subagent_agents.lead)
         async with build_worker(client, agents=all_agents, store=store, task_queue=queue):
             agent_client = AgentClient(client, store, queue)
             only = set(sys.argv[1:])
@@ -64,6 +67,18 @@ async def main() -> None:
                 runs = [w async for w in client.list_workflows('WorkflowType = "ForkSession"')]
                 await _save(client, "fork_v2", runs[0].id)
                 await agent_client.resume(made.session_id)
+            if not only or "subagents_v3" in only:
+                paused = await agent_client.send("lead", "Rome", session_id="subagents_v3")
+                await agent_client.approve("subagents_v3", paused.approval_id)
+                await _save(client, "subagents_v3", "subagents_v3")
+                await _save(client, "subagents_child_v3", "subagents_v3/4")
+            if not only or "streamed_v4" in only:  # v4: a streamed run (its outcomes in its event log)
+                streamed = [
+                    e async for e in agent_client.stream("payments", "Charge me twice", session_id="streamed_v4")
+                ]
+                again = await agent_client.approve("streamed_v4", streamed[-1].result.approval_id)
+                await agent_client.reject("streamed_v4", again.approval_id, note="once is enough")
+                await _save(client, "streamed_v4", "streamed_v4")
 
 
 async def _save(client: Client, name: str, workflow_id: str, run_id: str | None = None) -> None:

@@ -19,7 +19,8 @@ from temporalio.exceptions import ApplicationError
 from durable_agents.activities.providers.anthropic_messages import AnthropicProvider
 from durable_agents.activities.providers.base import ModelRequest
 from durable_agents.activities.providers.openai_chat import INVALID_JSON_KEY, OpenAIProvider
-from durable_agents.checkpoint.format import Message, Role, ToolCall, ToolSpec
+from durable_agents.checkpoint.format import Message, ModelSettings, Role, ToolCall, ToolSpec
+from tests.fakes.anthropic_rules import count_tokens, turn_blocks
 from tests.fakes.llm_server import OUTPUT_TOKENS, FakeLLMServer
 
 ANTHROPIC_PATH = "/v1/messages"
@@ -92,7 +93,9 @@ async def raises(provider, req: ModelRequest) -> ApplicationError:
 
 
 async def test_anthropic_request_shape(srv, anthropic_provider):
-    await anthropic_provider.generate(request(transcript(), [WEATHER, CLOCK]))
+    # Without prompt caching (on by default: tests/providers/test_anthropic_caching.py)
+    uncached = ModelSettings(anthropic_cache=False)
+    await anthropic_provider.generate(request(transcript(), [WEATHER, CLOCK]).model_copy(update={"settings": uncached}))
     (body,) = srv.bodies(ANTHROPIC_PATH)
     assert body["model"] == "test-model" and body["max_tokens"] == 321
     assert body["system"] == "You are terse.\n\nUse tools."
@@ -130,7 +133,7 @@ async def test_anthropic_tool_calls_round_trip(srv, anthropic_provider):
     assert msg.role == Role.ASSISTANT and msg.content == "On it." and first.stop_reason == "tool_use"
     assert next((c.id, c.name, c.arguments) for c in msg.tool_calls) == ("toolu_01", "get_weather", {"city": "Oslo"})
     assert msg.tool_calls[1].id.startswith("toolu_fake_") and msg.tool_calls[1].arguments == {}
-    assert first.usage.input_tokens == len("userOslo?") // 4
+    assert first.usage.input_tokens == count_tokens(srv.bodies(ANTHROPIC_PATH)[0]) > 0
     assert (first.usage.output_tokens, first.usage.requests) == (OUTPUT_TOKENS, 1)
 
     results = [Message.tool_result(c, "ok") for c in msg.tool_calls]
@@ -147,7 +150,8 @@ async def test_anthropic_tool_calls_round_trip(srv, anthropic_provider):
 async def test_openai_request_shape(srv, openai_provider):
     await openai_provider.generate(request(transcript(), [WEATHER, CLOCK]))
     (body,) = srv.bodies(OPENAI_PATH)
-    assert body["model"] == "test-model" and body["max_completion_tokens"] == 321
+    assert body["model"] == "test-model" and body["max_tokens"] == 321 and "max_completion_tokens" not in body
+    assert body["tool_choice"] == "auto"  # explicit: some compatible servers read a missing value as "none"
     assert body["tools"] == [
         {
             "type": "function",
@@ -211,6 +215,69 @@ async def test_openai_invalid_arguments_are_kept_not_raised(srv, openai_provider
     assert [c["function"]["arguments"] for c in sent] == ['{"city": "Os', "[1, 2]"]
 
 
+def settings_request(model: str = "test-model", tools=None, **settings) -> ModelRequest:
+    return request(tools=tools).model_copy(update={"model": model, "settings": ModelSettings(**settings)})
+
+
+@pytest.mark.parametrize(
+    ("model", "setting", "sent"),
+    [
+        ("gpt-5-mini", None, "max_completion_tokens"),  # reasoning models refuse max_tokens
+        ("o3", None, "max_completion_tokens"),
+        ("o4-mini-2025-04-16", None, "max_completion_tokens"),
+        ("gpt-4.1", None, "max_tokens"),
+        ("gemma-3-270m", None, "max_tokens"),  # llama.cpp, vLLM, Ollama read max_tokens
+        ("gemma-3-270m", "max_completion_tokens", "max_completion_tokens"),
+        ("gpt-5", "max_tokens", "max_tokens"),
+    ],
+)
+async def test_openai_max_tokens_field_by_model_family(srv, openai_provider, model, setting, sent):
+    await openai_provider.generate(settings_request(model, max_tokens_param=setting))
+    (body,) = srv.bodies(OPENAI_PATH)
+    other = {"max_tokens", "max_completion_tokens"} - {sent}
+    assert body[sent] == 321 and not other & set(body)
+
+
+@pytest.mark.parametrize(
+    ("choice", "sent"),
+    [
+        ("required", "required"),
+        ("none", "none"),
+        ("get_weather", {"type": "function", "function": {"name": "get_weather"}}),
+    ],
+)
+async def test_openai_tool_choice_is_sent_as_configured(srv, openai_provider, choice, sent):
+    await openai_provider.generate(settings_request(tools=[WEATHER], tool_choice=choice))
+    assert srv.bodies(OPENAI_PATH)[0]["tool_choice"] == sent
+
+
+async def test_openai_no_tool_choice_without_tools(srv, openai_provider):
+    await openai_provider.generate(settings_request(tool_choice="required"))
+    assert "tool_choice" not in srv.bodies(OPENAI_PATH)[0] and "tools" not in srv.bodies(OPENAI_PATH)[0]
+
+
+async def test_openai_sampling_settings_and_extras_reach_the_wire(srv, openai_provider):
+    await openai_provider.generate(
+        settings_request(temperature=0.0, top_p=0.5, stop=["END"], seed=7, reasoning_effort="low", extra={"top_k": 3})
+    )
+    body = srv.bodies(OPENAI_PATH)[0]
+    assert (body["temperature"], body["top_p"], body["stop"], body["seed"]) == (0.0, 0.5, ["END"], 7)
+    assert (body["reasoning_effort"], body["top_k"]) == ("low", 3)
+
+
+async def test_openai_unset_settings_are_not_sent(srv, openai_provider):
+    await openai_provider.generate(settings_request())
+    assert not {"temperature", "top_p", "stop", "seed", "reasoning_effort"} & set(srv.bodies(OPENAI_PATH)[0])
+
+
+async def test_openai_tool_call_turn_without_text_is_replayed_with_empty_content(srv, openai_provider):
+    call = ToolCall(id="call_1", name="get_weather", arguments={"city": "Oslo"})
+    turn = Message(role=Role.ASSISTANT, tool_calls=[call])
+    await openai_provider.generate(request([Message.user("Oslo?"), turn, Message.tool_result(call, "sunny")]))
+    sent = srv.bodies(OPENAI_PATH)[0]["messages"][1]
+    assert sent["content"] == ""  # null is refused by llama.cpp's server (HTTP 500, a validation error)
+
+
 # -- errors (both APIs) ------------------------------------------------------------------
 
 
@@ -243,6 +310,44 @@ async def test_4xx_is_final_with_provider_message(srv, api, status):
     assert f"returned {status}: messages.1: tool_use ids must be unique" in err.message
     assert err.message.startswith("anthropic" if path == ANTHROPIC_PATH else "openai")
     assert len(srv.bodies(path)) == 1
+
+
+async def test_5xx_that_refuses_the_request_itself_is_final(srv, api):
+    """A compatible server that answers an invalid request with 500 (llama.cpp's does)
+    gets no retries: the same request cannot succeed."""
+    provider, script, path = api
+    detail = "1 validation error for ChatCompletionRequestAssistantMessage content Input should be a valid string"
+    script.reply_error(500, detail)
+    err = await raises(provider, request())
+    assert err.non_retryable is True and err.type == "ModelProviderRequestError"
+    assert detail in err.message and "retrying it cannot help" in err.message
+    assert len(srv.bodies(path)) == 1
+
+
+async def test_openai_cached_prompt_tokens_are_cache_reads(srv, openai_provider):
+    body = {
+        "id": "c1",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "m",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}],
+        "usage": {
+            "prompt_tokens": 2000,
+            "completion_tokens": 5,
+            "total_tokens": 2005,
+            "prompt_tokens_details": {"cached_tokens": 1536},
+        },
+    }
+    srv.openai.reply_raw(200, body)
+    usage = (await openai_provider.generate(request())).usage
+    assert (usage.input_tokens, usage.cache_read_tokens, usage.output_tokens) == (2000, 1536, 5)
+
+
+async def test_provider_text_in_a_failure_is_one_bounded_line(srv, api):
+    provider, script, _ = api
+    script.reply_error(400, "context too long:\n" + "x" * 50_000)
+    err = await raises(provider, request())
+    assert "\n" not in err.message and len(err.message) < 2100
 
 
 async def test_unreadable_reply_body_is_malformed(srv, api):
@@ -352,7 +457,7 @@ async def test_missing_credentials_is_a_configuration_error(monkeypatch, tmp_pat
 
 
 async def test_responder_scripts_replies_from_the_request(srv, anthropic_provider, openai_provider):
-    srv.anthropic.responder = lambda body: f"you said {body['messages'][-1]['content']}"
+    srv.anthropic.responder = lambda body: f"you said {turn_blocks(body['messages'][-1]['content'])[-1]['text']}"
     srv.openai.responder = lambda body: srv.openai.tool_calls([("get_time", {}, "c9")])
     srv.anthropic.reply_text("queued first")
     assert (await anthropic_provider.generate(request())).message.content == "queued first"
@@ -361,3 +466,14 @@ async def test_responder_scripts_replies_from_the_request(srv, anthropic_provide
     assert calls == [ToolCall(id="c9", name="get_time", arguments={})]
     srv.openai.responder = None
     assert (await openai_provider.generate(request())).message.content == "done"
+
+
+async def test_anthropic_sampling_settings_reach_the_body(srv, anthropic_provider):
+    """The SDK's messages.create has no temperature/top_p arguments (a TypeError, retried as a
+    crash, before they went through extra_body)."""
+    req = request().model_copy(
+        update={"settings": ModelSettings(temperature=0.2, top_p=0.9, stop=["END"], extra={"top_k": 5})}
+    )
+    await anthropic_provider.generate(req)
+    body = srv.bodies(ANTHROPIC_PATH)[0]
+    assert (body["temperature"], body["top_p"], body["stop_sequences"], body["top_k"]) == (0.2, 0.9, ["END"], 5)

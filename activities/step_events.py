@@ -1,0 +1,147 @@
+"""The step-level events of a streamed run's activities (tools, approvals, run start and
+failure, a sub-agent's start), each with the key that makes a retried write a no-op.
+Written with :func:`durable_agents.activities.events.write_events` (or ``write_events_now``
+inside a store call) when the run streams.
+"""
+
+from __future__ import annotations
+
+from temporalio import activity
+
+from durable_agents.activities.contracts import ExecuteToolInput, PauseForApprovalInput, RecordDecisionInput
+from durable_agents.activities.deps import ActivityDeps
+from durable_agents.activities.events import Keyed, now
+from durable_agents.checkpoint.events import (
+    ApprovalDecided,
+    ApprovalRequested,
+    Drift,
+    RunFailed,
+    RunStarted,
+    SubAgentStarted,
+    ToolCallFinished,
+    ToolCallStarted,
+)
+from durable_agents.checkpoint.fingerprint import AgentDrift
+from durable_agents.checkpoint.format import Message, RunConfig, RunError, ToolCall
+
+
+def tool_started(inp: ExecuteToolInput, call: ToolCall) -> Keyed:
+    event = ToolCallStarted(
+        session_id=inp.session_id,
+        step=inp.step,
+        tool_call_id=call.id,
+        name=call.name,
+        arguments=call.arguments,
+        position=inp.position,
+        at=now(),
+    )
+    return f"tool-started:{inp.position}", event
+
+
+def tool_finished(inp: ExecuteToolInput, result: Message, kind: str) -> Keyed:
+    event = ToolCallFinished(
+        session_id=inp.session_id,
+        step=inp.step,
+        tool_call_id=inp.call.id,
+        name=inp.call.name,
+        position=inp.position,
+        result=result.content or "",
+        is_error=bool(result.is_error),
+        kind=kind,
+        at=now(),
+    )
+    return f"tool-finished:{inp.position}", event
+
+
+def approval_requested(deps: ActivityDeps, inp: PauseForApprovalInput, remaining: list[ToolCall]) -> Keyed:
+    """From inside the pause's store call: the gated call is the one before ``remaining`` in its turn."""
+    call = ToolCall(id="", name="")
+    if inp.turn_position is not None:
+        [turn] = deps.store.load_messages(inp.session_id, inp.turn_position, inp.turn_position + 1)
+        calls = turn.tool_calls or []
+        if len(calls) > len(remaining):
+            call = calls[len(calls) - len(remaining) - 1]
+    event = ApprovalRequested(
+        session_id=inp.session_id,
+        approval_id=inp.approval_id,
+        tool_call_id=call.id,
+        tool_name=call.name,
+        arguments=call.arguments,
+        remaining_tool_calls=remaining,
+        at=now(),
+    )
+    return f"approval:{inp.approval_id}", event
+
+
+def approval_decided(inp: RecordDecisionInput) -> Keyed:
+    decision = inp.decision
+    event = ApprovalDecided(
+        session_id=inp.session_id,
+        approval_id=decision.approval_id,
+        tool_call_id=inp.call.id,
+        tool_name=inp.call.name,
+        approved=decision.approved,
+        note=decision.note,
+        decided_by=decision.decided_by,
+        at=now(),
+    )
+    return f"decision:{decision.approval_id}", event
+
+
+def rejected_call(inp: RecordDecisionInput, step: int, result: Message | None) -> Keyed:
+    """The rejected call's ``ToolCallFinished``: its result is the rejection (or what was recorded first)."""
+    event = ToolCallFinished(
+        session_id=inp.session_id,
+        step=step,
+        tool_call_id=inp.call.id,
+        name=inp.call.name,
+        position=inp.position,
+        result=(result.content or "") if result else "",
+        is_error=True,
+        kind="rejected",
+        at=now(),
+    )
+    return f"tool-finished:{inp.position}", event
+
+
+def _run_id() -> str:
+    return (activity.info().workflow_run_id or "") if activity.in_activity() else ""
+
+
+def run_started(session_id: str, config: RunConfig, step: int, drift: AgentDrift | None) -> list[Keyed]:
+    run_id = _run_id()
+    events: list[Keyed] = [
+        (
+            f"run:{run_id}",
+            RunStarted(
+                session_id=session_id, agent=config.agent, model=config.model, step=step, run_id=run_id, at=now()
+            ),
+        )
+    ]
+    if drift is not None:
+        events.append(
+            (f"drift:{run_id}", Drift(session_id=session_id, drift=drift, description=drift.describe(), at=now()))
+        )
+    return events
+
+
+def run_failed(session_id: str, error: RunError) -> Keyed:
+    run_id = _run_id()
+    event = RunFailed(
+        session_id=session_id, message=error.message, error_type=error.type, step=error.step, run_id=run_id, at=now()
+    )
+    return f"failed:{run_id}", event
+
+
+def subagent_started(session_id: str, child_session_id: str, tool_call_id: str, agent: str, position: int) -> Keyed:
+    """The parent's ``SubAgentStarted`` for a child's run (write it before the child starts, with
+    :func:`write_events`, when the parent streams); keyed by the call's result position."""
+    event = SubAgentStarted(
+        session_id=session_id,
+        child_session_id=child_session_id,
+        tool_call_id=tool_call_id,
+        agent=agent,
+        position=position,
+        at=now(),
+    )
+    return f"subagent:{position}", event

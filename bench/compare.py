@@ -1,0 +1,193 @@
+"""durable-agents side by side with the raw Temporal loop (and Pydantic AI's integration).
+
+    .venv/bin/python bench/compare.py [--steps 30] [--rounds 5] [--sessions 20] [--concurrent-rounds 2]
+
+One embedded dev server (in memory, as ``durable-agents dev`` runs it headless),
+one process, every system's worker warm, rounds interleaved (each round runs
+every system once, in a rotated order), so drift of the machine hits all
+alike. Systems, each step a ~1 KB model turn with a tool call and a ~1 KB
+tool result:
+
+- ``raw regular`` / ``raw local``: a minimal workflow calling a model-like and
+  a tool-like activity per step (``_raw_loop.py``);
+- ``durable-agents regular`` / ``local``: ``Agent(local_activities=False/True)``
+  with an instant model (``_agents.py``) and an at-most-once no-op tool, SQLite store;
+- ``pydantic-ai``: Pydantic AI's ``TemporalDurability`` on the same loop, when
+  installed (``pip install -e '.[bench]'``; regular activities only).
+
+Printed: ms per step (one session at a time; median of the rounds), steps/s
+with ``--sessions`` concurrent sessions (best round), Temporal history bytes
+per step, and each figure's ratio to the raw loop of the same activity mode.
+A step is one model turn; a run is ``--steps`` tool steps and a last turn.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _agents import LIMIT, bench_agent
+from _raw_loop import RawAgentLoop, RawRun, raw_model_turn, raw_tool_call
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from durable_agents import AgentClient, build_worker
+from durable_agents.checkpoint import SqliteStore
+from durable_agents.connection import data_converter
+from durable_agents.devserver import DevServer
+
+
+@dataclass
+class System:
+    name: str
+    baseline: str
+    """The raw loop this one is compared with."""
+    run: Callable[[str], Awaitable[int]]
+    """Run one session (by id) to its end; returns its steps (model turns)."""
+    client: Client
+    ms_per_step: list[float] = field(default_factory=list)
+    steps_per_s: list[float] = field(default_factory=list)
+    history_bytes: float = 0.0
+    last_id: str = ""
+
+    async def once(self) -> None:
+        self.last_id = f"{self.name.replace(' ', '-')}-{uuid.uuid4().hex[:8]}"
+        started = time.perf_counter()
+        steps = await self.run(self.last_id)
+        self.ms_per_step.append((time.perf_counter() - started) * 1000 / steps)
+
+    async def concurrently(self, sessions: int) -> None:
+        started = time.perf_counter()
+        ids = [f"{self.name.replace(' ', '-')}-c-{uuid.uuid4().hex[:8]}" for _ in range(sessions)]
+        steps = sum(await asyncio.gather(*(self.run(i) for i in ids)))
+        self.steps_per_s.append(steps / (time.perf_counter() - started))
+
+    async def measure_history(self) -> None:
+        history = await self.client.get_workflow_handle(self.last_id).fetch_history()
+        self.history_bytes = sum(e.ByteSize() for e in history.events) / (LIMIT["steps"] + 1)
+
+
+async def raw_system(client: Client, queue: str, local: bool) -> System:
+    async def run(workflow_id: str) -> int:
+        return await client.execute_workflow(
+            RawAgentLoop.run, RawRun(steps=LIMIT["steps"], local=local), id=workflow_id, task_queue=queue
+        )
+
+    name = "raw local" if local else "raw regular"
+    return System(name, name, run, client)
+
+
+def durable_system(client: Client, agents: AgentClient, local: bool) -> System:
+    agent = bench_agent(local).name
+
+    async def run(session_id: str) -> int:
+        return (await agents.send(agent, "go", session_id=session_id)).steps
+
+    mode = "local" if local else "regular"
+    return System(f"durable-agents {mode}", f"raw {mode}", run, client)
+
+
+async def pydantic_ai_system(address: str, stack: contextlib.AsyncExitStack) -> System | None:
+    try:
+        from _pydantic_ai_loop import PydanticAIBenchLoop
+        from pydantic_ai.durable_exec.temporal import PydanticAIPlugin
+    except ImportError:
+        return None
+    client = await Client.connect(address, plugins=[PydanticAIPlugin()])
+    queue = f"bench-pyd-{uuid.uuid4().hex[:6]}"
+    await stack.enter_async_context(
+        Worker(client, task_queue=queue, workflows=[PydanticAIBenchLoop], max_concurrent_activities=200)
+    )
+
+    async def run(workflow_id: str) -> int:
+        return await client.execute_workflow(
+            PydanticAIBenchLoop.run, f"steps={LIMIT['steps']}", id=workflow_id, task_queue=queue
+        )
+
+    return System("pydantic-ai regular", "raw regular", run, client)
+
+
+def report(systems: list[System], opts: argparse.Namespace) -> None:
+    by_name = {s.name: s for s in systems}
+    print(
+        f"\n{opts.steps} tool steps + a last turn per run; ms/step: median of {opts.rounds} rounds; "
+        f"steps/s: {opts.sessions} concurrent sessions, best of {opts.concurrent_rounds} rounds\n"
+    )
+    print(f"{'system':<24}{'ms/step':>9}{'×raw':>7}{'steps/s':>10}{'×raw':>7}{'history B/step':>16}{'×raw':>7}")
+    for s in systems:
+        base = by_name[s.baseline]
+        ms, base_ms = statistics.median(s.ms_per_step), statistics.median(base.ms_per_step)
+        sps, base_sps = max(s.steps_per_s), max(base.steps_per_s)
+        print(
+            f"{s.name:<24}{ms:>9.1f}{ms / base_ms:>7.2f}{sps:>10.0f}{sps / base_sps:>7.2f}"
+            f"{s.history_bytes:>16.0f}{s.history_bytes / base.history_bytes:>7.2f}"
+        )
+    if "pydantic-ai regular" not in by_name:
+        print("\npydantic-ai: not installed (pip install -e '.[bench]' adds pydantic-ai-slim[temporal])")
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--sessions", type=int, default=20)
+    parser.add_argument("--concurrent-rounds", type=int, default=2)
+    parser.add_argument("--no-pydantic-ai", action="store_true", help="leave Pydantic AI out even when installed")
+    opts = parser.parse_args()
+    LIMIT["steps"] = opts.steps
+    with tempfile.TemporaryDirectory() as tmp, DevServer(ui=False, db_file=None) as server:
+        client = await Client.connect(server.address, data_converter=data_converter())
+        store = SqliteStore(Path(tmp) / "store.db")
+        raw_queue, da_queue = f"bench-raw-{uuid.uuid4().hex[:6]}", f"bench-da-{uuid.uuid4().hex[:6]}"
+        async with contextlib.AsyncExitStack() as stack:
+            await stack.enter_async_context(
+                Worker(
+                    client,
+                    task_queue=raw_queue,
+                    workflows=[RawAgentLoop],
+                    activities=[raw_model_turn, raw_tool_call],
+                    max_concurrent_activities=200,
+                )
+            )
+            agents = [bench_agent(False), bench_agent(True)]
+            await stack.enter_async_context(build_worker(client, agents=agents, store=store, task_queue=da_queue))
+            da = AgentClient(client, store, da_queue)
+            systems = [
+                await raw_system(client, raw_queue, False),
+                await raw_system(client, raw_queue, True),
+                durable_system(client, da, False),
+                durable_system(client, da, True),
+            ]
+            pyd = None if opts.no_pydantic_ai else await pydantic_ai_system(server.address, stack)
+            systems += [pyd] if pyd else []
+            for s in systems:  # warm up: imports, sandboxes, sticky caches
+                await s.once()
+                s.ms_per_step.clear()
+            for r in range(opts.rounds):
+                for s in systems[r % len(systems) :] + systems[: r % len(systems)]:
+                    await s.once()
+                print(f"round {r + 1}: " + ", ".join(f"{s.name} {s.ms_per_step[-1]:.1f}" for s in systems), flush=True)
+            for r in range(opts.concurrent_rounds):
+                for s in systems[r % len(systems) :] + systems[: r % len(systems)]:
+                    await s.concurrently(opts.sessions)
+                print(f"concurrent round {r + 1}: " + ", ".join(f"{s.name} {s.steps_per_s[-1]:.0f}" for s in systems))
+            for s in systems:
+                await s.measure_history()
+        store.close()
+    report(systems, opts)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
