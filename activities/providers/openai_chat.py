@@ -33,6 +33,17 @@ from durable_agents.checkpoint.format import Message, ModelSettings, Role, ToolC
 _EMPTY_OBJECT_SCHEMA = {"type": "object", "properties": {}}
 
 
+def openai_client() -> openai.AsyncOpenAI:
+    """The SDK client from the worker's environment (OPENAI_API_KEY, OPENAI_BASE_URL), its own
+    retries off (Temporal owns retries); a missing key is a configuration error."""
+    try:
+        return openai.AsyncOpenAI(max_retries=0)
+    except openai.OpenAIError as exc:  # e.g. OPENAI_API_KEY missing
+        raise non_retryable_error(
+            f"openai client could not be configured: {exc}", kind=FailureType.CONFIGURATION
+        ) from exc
+
+
 class OpenAIProvider:
     def __init__(self, client: openai.AsyncOpenAI | None = None) -> None:
         self._client = client
@@ -40,12 +51,7 @@ class OpenAIProvider:
     def _get_client(self) -> openai.AsyncOpenAI:
         # Built lazily so importing/registering the provider needs no key.
         if self._client is None:
-            try:
-                self._client = openai.AsyncOpenAI(max_retries=0)
-            except openai.OpenAIError as exc:  # e.g. OPENAI_API_KEY missing
-                raise non_retryable_error(
-                    f"openai client could not be configured: {exc}", kind=FailureType.CONFIGURATION
-                ) from exc
+            self._client = openai_client()
         return self._client
 
     async def generate(self, request: ModelRequest) -> ModelResponse:

@@ -31,17 +31,15 @@ from durable_agents.activities.providers.base import (
     ModelRequest,
     ModelResponse,
     malformed_reply,
-    non_retryable_error,
     retryable_error,
     status_error,
 )
-from durable_agents.activities.providers.openai_chat import decode_arguments
+from durable_agents.activities.providers.openai_chat import _EMPTY_OBJECT_SCHEMA, decode_arguments, openai_client
 from durable_agents.checkpoint.errors import FailureType
 from durable_agents.checkpoint.format import Message, Role, ToolCall, ToolSpec, Usage
 from durable_agents.checkpoint.parts import DocumentPart, ImagePart, OpaquePart, TextPart
 
 PROVIDER = "openai-responses"
-_EMPTY_OBJECT_SCHEMA = {"type": "object", "properties": {}}
 
 
 class OpenAIResponsesProvider:
@@ -50,12 +48,7 @@ class OpenAIResponsesProvider:
 
     def _get_client(self) -> openai.AsyncOpenAI:
         if self._client is None:
-            try:
-                self._client = openai.AsyncOpenAI(max_retries=0)
-            except openai.OpenAIError as exc:
-                raise non_retryable_error(
-                    f"openai client could not be configured: {exc}", kind=FailureType.CONFIGURATION
-                ) from exc
+            self._client = openai_client()
         return self._client
 
     async def generate(self, request: ModelRequest) -> ModelResponse:
