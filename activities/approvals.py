@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import ValidationError
 from temporalio import activity
 
+from durable_agents.activities import tracing
 from durable_agents.activities.contracts import (
     CHECK_APPROVALS,
     PAUSE_FOR_APPROVAL,
@@ -159,6 +160,10 @@ class ApprovalActivities:
         """The decision is saved before an approved tool runs; a rejection becomes the call's result."""
 
         record = _decision_record(inp)
+        if tracing.on():  # the wait's span, from the pause's save to now (one more read, traced workers only)
+            tracing.approval_waited(
+                await self.deps.in_store(self.deps.live_header, inp.session_id), inp.decision, inp.call
+            )
 
         def write() -> int:
             store = self.deps.store

@@ -123,6 +123,9 @@ class ModelTurnOutput(BaseModel):
     """Messages stored: the turn, plus what structured output stored after it."""
     output_retry: bool = False
     """The turn's answer failed the agent's ``output_type``; the error was sent back."""
+    turn_position: int | None = None
+    """Where the turn was stored when it is not at the input's ``position``: after the context
+    summary stored before it (``appended`` counts the summary too). None: at ``position``."""
 
 
 class ExecuteToolInput(BaseModel):

@@ -22,11 +22,13 @@ from durable_agents.activities.output import OUTPUT_TOOL, default_output_mode
 from durable_agents.activities.providers.anthropic_settings import check_thinking
 from durable_agents.activities.providers.registry import check_model_string
 from durable_agents.activities.subagents import DEFAULT_MAX_DEPTH, SubAgent, as_tool, check_subagents
+from durable_agents.checkpoint.context_policy import KeepLastTurns, SummarizeOlder, TokenBudget
 from durable_agents.checkpoint.errors import ConfigurationError
 from durable_agents.checkpoint.fingerprint import compute_fingerprint
 from durable_agents.checkpoint.format import Fingerprint, ModelSettings, RunConfig, ToolSpec, UsageLimits
 
 DriftPolicy = Literal["warn", "error", "ignore"]
+Versioning = Literal["pinned", "auto-upgrade"]
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
@@ -57,6 +59,14 @@ class ToolContext:
             activity.heartbeat(*details)
 
 
+TOOL_HEARTBEAT_SECONDS = 10.0
+"""Default seconds without a heartbeat after which a tool call's worker counts as dead.
+Tools heartbeat in the background; Temporal's SDK sends one at most every 80 % of this,
+so a short timeout leaves a loaded worker little slack before a live call is retried
+(README: Crash recovery and worker tuning)."""
+MODEL_HEARTBEAT_SECONDS = 20.0
+"""Default seconds without a heartbeat after which a model call's worker counts as dead."""
+
 ToolFn = Callable[[Any, ToolContext], Awaitable[Any]]
 ArgsT = TypeVar("ArgsT", bound=BaseModel)
 ApprovalRule = bool | Callable[[Any, ToolContext], bool]
@@ -71,7 +81,7 @@ class Tool:
     needs_approval: ApprovalRule = False
     safe_to_retry: bool = False
     timeout_seconds: float = 300.0
-    heartbeat_seconds: float = 10.0
+    heartbeat_seconds: float = TOOL_HEARTBEAT_SECONDS
     approval_timeout_seconds: float | None = None
 
     def requires_approval(self, args: Any, ctx: ToolContext) -> bool:
@@ -104,7 +114,7 @@ def tool(
     needs_approval: ApprovalRule = False,
     safe_to_retry: bool = False,
     timeout: float = 300.0,
-    heartbeat_timeout: float = 10.0,
+    heartbeat_timeout: float = TOOL_HEARTBEAT_SECONDS,
     approval_timeout: float | None = None,
 ) -> Callable[[Callable[[ArgsT, ToolContext], Awaitable[Any]]], Tool]: ...
 
@@ -118,7 +128,7 @@ def tool(
     needs_approval: ApprovalRule = False,
     safe_to_retry: bool = False,
     timeout: float = 300.0,
-    heartbeat_timeout: float = 10.0,
+    heartbeat_timeout: float = TOOL_HEARTBEAT_SECONDS,
     approval_timeout: float | None = None,
 ) -> Tool | Callable[[ToolFn], Tool]:
     """Turn ``async def f(args: Model, ctx: ToolContext) -> Model | JSON`` into a tool.
@@ -177,8 +187,9 @@ class Agent:
     max_tokens: int = 4096
     model_timeout: float = 300.0
     """Seconds one model call may take before Temporal retries it."""
-    model_heartbeat_timeout: float = 20.0
-    """Seconds without a heartbeat after which a model call's worker counts as dead."""
+    model_heartbeat_timeout: float = MODEL_HEARTBEAT_SECONDS
+    """Seconds without a heartbeat after which a model call's worker counts as dead
+    (then the call is retried on another worker)."""
     local_activities: bool = False
     """Run steps as local activities: several times less orchestration overhead; see the README."""
     model_settings: ModelSettings | None = None
@@ -201,6 +212,13 @@ class Agent:
     name or describe one; see ``durable_agents.activities.subagents``)."""
     max_subagent_depth: int = DEFAULT_MAX_DEPTH
     """How deep sub-agents may nest below this agent (checked here, and at run time)."""
+    context: KeepLastTurns | TokenBudget | SummarizeOlder | None = None
+    """What of the transcript each model request carries (recorded per run; None: all of it).
+    The store keeps every message either way; see the README's "Context"."""
+    versioning: Versioning = "pinned"
+    """On a versioned worker (``build_worker(deployment=…)``): ``pinned`` keeps an unfinished
+    session on the build it started on (``durable-agents migrate`` moves it); ``auto-upgrade``
+    moves its runs to the deployment's current build (see the README's "Deploys and versioning")."""
     _mcp_tools: tuple[ToolSpec, ...] = field(default=(), init=False, repr=False, compare=False)
     _subagent_tools: tuple[SubAgent, ...] = field(default=(), init=False, repr=False, compare=False)
     """The MCP servers' tools as one run listed them (see :meth:`with_mcp_tools`)."""
@@ -226,6 +244,8 @@ class Agent:
             raise ConfigurationError(f"agent {self.name!r}: max_steps and tool_concurrency must be at least 1")
         if self.on_agent_drift not in ("warn", "error", "ignore"):
             raise ConfigurationError(f"agent {self.name!r}: on_agent_drift must be 'warn', 'error' or 'ignore'")
+        if self.versioning not in ("pinned", "auto-upgrade"):
+            raise ConfigurationError(f"agent {self.name!r}: versioning must be 'pinned' or 'auto-upgrade'")
         self.tools = list(self.tools)
         self.mcp_servers = check_servers(self.name, self.mcp_servers)
         self.subagents = list(self.subagents)
@@ -235,6 +255,7 @@ class Agent:
         )
         check_thinking(self.name, self.model_settings, self.max_tokens)
         check_usage_limits(self.name, self.model, self.usage_limits)
+        check_context(self.name, self.context)
         self._check_output()
 
     def _check_output(self) -> None:
@@ -304,6 +325,7 @@ class Agent:
             local_activities=self.local_activities,
             model_settings=settings or self.model_settings,
             usage_limits=limits or self.usage_limits,
+            context=self.context,
             **self._output_config(model or self.model),
         )
 
@@ -354,3 +376,14 @@ def check_usage_limits(agent: str, model: str, limits: UsageLimits | None) -> No
                 f"agent {agent!r}: max_cost_usd needs a price for {model!r}, which the shipped table does not "
                 "have; give UsageLimits(price=ModelPrice(input=…, output=…)) in US dollars per million tokens"
             )
+
+
+def check_context(agent: str, policy: object) -> None:
+    if policy is None:
+        return
+    if not isinstance(policy, KeepLastTurns | TokenBudget | SummarizeOlder):
+        raise ConfigurationError(
+            f"agent {agent!r}: context must be KeepLastTurns(…), TokenBudget(…) or SummarizeOlder(…), got {policy!r}"
+        )
+    if isinstance(policy, SummarizeOlder) and policy.model is not None:
+        check_model_string(policy.model)

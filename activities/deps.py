@@ -14,10 +14,12 @@ from typing import TypeVar
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from durable_agents.activities import tracing
 from durable_agents.activities.definitions import Agent
 from durable_agents.activities.mcp_client import MCPConnections
 from durable_agents.activities.providers.registry import ProviderRegistry
 from durable_agents.activities.transcript_cache import TranscriptCache
+from durable_agents.activities.versioning import WorkerBuild
 from durable_agents.checkpoint.errors import CheckpointNotFoundError, DurableAgentsError, FailureType
 from durable_agents.checkpoint.format import CheckpointHeader, Message, ToolCall
 from durable_agents.checkpoint.stores.base import CheckpointStore
@@ -38,6 +40,8 @@ class ActivityDeps:
     """The worker's MCP sessions (closed when the worker stops, by its plugin)."""
     transcripts: TranscriptCache = field(default_factory=TranscriptCache)
     """The worker's cached transcripts: a step reads only the messages added since."""
+    build: WorkerBuild = field(default_factory=WorkerBuild)
+    """The worker's deployment version (Worker Versioning), when it has one."""
 
     def agent(self, name: str) -> Agent:
         agent = self.agents.get(name)
@@ -141,7 +145,8 @@ class ActivityDeps:
     @staticmethod
     async def _call(fn: Callable[..., T], *args: object) -> T:
         async with heartbeating(0.5):
-            return await asyncio.to_thread(fn, *args)
+            with tracing.store_call(fn):  # a span per store call when the worker traces
+                return await asyncio.to_thread(fn, *args)
 
 
 def _is_outage(error: Exception) -> bool:

@@ -38,7 +38,7 @@ from pydantic_core import PydanticCustomError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from durable_agents.activities.definitions import Agent, Tool, ToolContext
+from durable_agents.activities.definitions import TOOL_HEARTBEAT_SECONDS, Agent, Tool, ToolContext
 from durable_agents.activities.deps import ActivityDeps, heartbeating
 from durable_agents.activities.mcp_client import MCPConnections, MCPLost, MCPRefused, MCPUnavailable
 from durable_agents.activities.mcp_servers import MCPServerHTTP, MCPServerStdio
@@ -194,7 +194,7 @@ def mcp_tool(pool: MCPConnections, server: Server | None, spec: ToolSpec, agent:
         needs_approval=spec.needs_approval,
         safe_to_retry=spec.safe_to_retry,
         timeout_seconds=spec.timeout_seconds,
-        heartbeat_seconds=spec.heartbeat_seconds or 10.0,
+        heartbeat_seconds=spec.heartbeat_seconds or TOOL_HEARTBEAT_SECONDS,
         approval_timeout_seconds=spec.approval_timeout_seconds,
     )
 

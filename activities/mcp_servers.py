@@ -49,7 +49,8 @@ class MCPServerBase:
     tool_timeouts: Mapping[str, float] = field(default_factory=dict)
     """Per-tool ``timeout`` overrides."""
     heartbeat_timeout: float = 10.0
-    """Seconds without a heartbeat after which a call's worker counts as dead."""
+    """Seconds without a heartbeat after which a call's worker counts as dead (as for
+    ``@tool``: calls heartbeat every second in the background)."""
     startup_timeout: float = 20.0
     """Seconds to start (or reach) the server and list its tools at a run's start; bounded
     further by the run start's own 30 s activity timeout."""

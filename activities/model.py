@@ -8,10 +8,13 @@ Temporal's record of the activity's completion.
 
 from __future__ import annotations
 
+import time
+
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from durable_agents.activities import metrics
+from durable_agents.activities import metrics, tracing
+from durable_agents.activities.context import build_context, summary_offset
 from durable_agents.activities.contracts import MODEL_TURN, ModelTurnInput, ModelTurnOutput, call_ref
 from durable_agents.activities.deps import ActivityDeps, heartbeating
 from durable_agents.activities.events import TurnStream, generate, turn_stream
@@ -39,7 +42,13 @@ class ModelActivities:
 
     @activity.defn(name=MODEL_TURN)
     async def model_turn(self, inp: ModelTurnInput) -> ModelTurnOutput:
-        store = self.deps.store
+        output = await self._model_turn(inp)
+        if output.turn_position is not None:  # after a context summary: it was stored too
+            output.appended += output.turn_position - inp.position
+        return output
+
+    async def _model_turn(self, inp: ModelTurnInput, *, raced: bool = False) -> ModelTurnOutput:
+        store, asked = self.deps.store, inp
         # one read: the header and the messages this worker has not cached (O(1) per step)
         header, transcript = await self.deps.in_store(self.deps.transcript, inp.session_id)
         if header is None or header.run_config is None or header.message_count < inp.position:
@@ -49,7 +58,11 @@ class ModelActivities:
                 type=FailureType.CHECKPOINT_NOT_FOUND,
                 non_retryable=True,
             )
+        tracing.model_of(header.run_config)  # the turn's span: agent and model (when the worker traces)
         events = await turn_stream(self.deps, header, inp.session_id, inp.step)  # None unless the run streams
+        placed = summary_offset(header, transcript, inp.position)  # after a summary stored for this turn
+        moved = {"turn_position": placed} if placed != inp.position else {}
+        inp = inp.model_copy(update={"position": placed})
         if header.message_count > inp.position:
             stored = transcript[inp.position : inp.position + 1]
             if stored[0].role == Role.ASSISTANT:
@@ -57,27 +70,38 @@ class ModelActivities:
                     await events.stored(stored[0], Usage(), header.usage, replayed=True)
                 check = self._check_output(header, stored[0])
                 if check is not None:  # stored with what followed it, in one write
-                    return self._output_turn(check, header.usage, header, inp, replayed=True)
+                    return self._output_turn(check, header.usage, header, inp, replayed=True).model_copy(update=moved)
                 return ModelTurnOutput(
                     tool_calls=[call_ref(c) for c in stored[0].tool_calls or []],
                     arguments_in_store=True,
                     usage=header.usage,
                     replayed=True,
+                    **moved,
                 )
-        messages = transcript[: inp.position]
         # (sealed messages without --store-encryption were refused as they were read: deps.transcript)
+        started = time.perf_counter()
         async with heartbeating(max(header.run_config.model_heartbeat_seconds / 4, 0.25)):
-            response = await self._generate(header, messages, inp, events)
+            # the run's context policy cuts what is sent (a summary it asks for is made and stored first)
+            context = await build_context(self.deps, header, transcript, inp.position, inp.step)
+            if context.position != inp.position:  # a summary was stored first (its usage counted)
+                header, moved = context.header, {"turn_position": context.position}
+                inp = inp.model_copy(update={"position": context.position})
+            response = await self._generate(header, context.messages, inp, events)
+        assert header.run_config is not None
+        tracing.model_generated(response.usage, started)
         metrics.model_turn(header.run_config.agent, header.run_config.model, response.usage)
         turn = repaired_turn(response.message)  # stored once, valid: never a retry (or a second paid call)
+        if context.window is not None:  # what it was sent, so the request can be rebuilt (show --as-sent)
+            turn = turn.model_copy(update={"context": context.window})
         usage = header.usage + response.usage
         check = self._check_output(header, turn)
         if check is not None:
             written = self._output_header(header, inp, check, usage)
-            await self.deps.in_store(store.append, written, inp.position, [turn, *check.extra])
+            if not await self.deps.in_store(store.append_new, written, inp.position, [turn, *check.extra]):
+                return await self._stored_first(asked, raced)
             if events is not None:
                 await events.stored(turn, response.usage, usage)
-            return self._output_turn(check, usage, header, inp)
+            return self._output_turn(check, usage, header, inp).model_copy(update=moved)
         grown = {
             "message_count": inp.position + 1,
             "step_index": inp.step,
@@ -90,12 +114,30 @@ class ModelActivities:
             updated = header.model_copy(
                 update={**grown, "status": CheckpointStatus.IN_PROGRESS, "finish_reason": None, "updated_at": None}
             )
-        await self.deps.in_store(store.append, updated, inp.position, [turn])
+        if not await self.deps.in_store(store.append_new, updated, inp.position, [turn]):
+            return await self._stored_first(asked, raced)
         if events is not None:
             await events.stored(turn, response.usage, usage)
         return ModelTurnOutput(
-            tool_calls=[call_ref(c) for c in turn.tool_calls or []], arguments_in_store=True, usage=usage
+            tool_calls=[call_ref(c) for c in turn.tool_calls or []], arguments_in_store=True, usage=usage, **moved
         )
+
+    async def _stored_first(self, inp: ModelTurnInput, raced: bool) -> ModelTurnOutput:
+        """Another attempt of this step stored its turn while this one waited on the model (an
+        attempt Temporal gave up on, still running, or its retry): that turn stands and this
+        one is dropped, so the run acts on one turn only. It is returned as a stored turn is."""
+        if raced:
+            raise ApplicationError(
+                f"session {inp.session_id!r}: message {inp.position} was written by another writer "
+                "while this model turn was made, and it is not a model turn",
+                type=FailureType.CHECKPOINT_NOT_FOUND,
+                non_retryable=True,
+            )
+        activity.logger.warning(
+            "session %s step %s: another attempt stored its turn first; this attempt's turn is dropped",
+            inp.session_id, inp.step,
+        )  # fmt: skip
+        return await self._model_turn(inp, raced=True)
 
     # -- structured output ---------------------------------------------------------------
     def _check_output(self, header: CheckpointHeader, turn: Message) -> OutputCheck | None:
@@ -170,6 +212,7 @@ class ModelActivities:
             output_name=config.output_name if native else None,
             session_id=inp.session_id,
             step=inp.step,
+            position=inp.position,
         )
         request.messages = messages  # as stored, validated once: not checked again (O(session) per step)
         hooks = self.deps.agent(config.agent).hooks if config.agent in self.deps.agents else None

@@ -31,9 +31,11 @@ from durable_agents.activities.events import streams, write_events, write_events
 from durable_agents.activities.step_events import run_failed, run_started
 from durable_agents.activities.tools import CANCELLED
 from durable_agents.activities.transcript import input_key, new_input_after, pending_tool_calls, strip_system
+from durable_agents.activities.versioning import apply_agent_versioning
 from durable_agents.checkpoint.errors import ConfigurationError, FailureType
 from durable_agents.checkpoint.fingerprint import compare_fingerprints
 from durable_agents.checkpoint.format import (
+    BuildRecord,
     CheckpointHeader,
     CheckpointStatus,
     Fingerprint,
@@ -81,6 +83,7 @@ class SessionActivities:
             kept = await self.deps.in_store(self.deps.store.run_input, inp.session_id, inp.input_token)
             inp = inp.model_copy(update={"input": [*inp.input, *(kept or [])]})
         begun = await self.deps.in_store(self._begin, inp, agent)
+        await apply_agent_versioning(self.deps.build, agent)  # an auto-upgrade agent's run (versioned workers)
         if inp.stream:
             await write_events(
                 self.deps,
@@ -109,8 +112,9 @@ class SessionActivities:
         fp = agent.fingerprint(inp.model)
         check_recordable(config)
         header, messages = self.deps.transcript(inp.session_id)  # what this worker has not cached, in one read
+        build = self.deps.build.record(agent)  # the session's runs are on this build now (None: unversioned)
         if header is None:
-            return self._start_session(inp, config, fp)
+            return self._start_session(inp, config, fp, build)
         resolving = inp.resolve_approval_id is not None and inp.resolve_approval_id == header.approval_id
         if header.status == CheckpointStatus.AWAITING_APPROVAL and not resolving:
             raise _fail(
@@ -120,7 +124,7 @@ class SessionActivities:
                 header.approval_id,
             )
         if header.status == CheckpointStatus.FINISHED:
-            return self._continue_session(header, messages, inp, config, fp)
+            return self._continue_session(header, messages, inp, config, fp, build)
         # A resume keeps the run's own choices (saved in runConfig); an agent default that
         # changed since is drift, reported by the fingerprint check.
         saved = header.run_config
@@ -130,10 +134,14 @@ class SessionActivities:
             inp.model_settings or (saved.model_settings if saved else None),
             inp.usage_limits or (saved.usage_limits if saved else None),
         ).model_copy(update={"stream": inp.stream or None})
+        if saved is not None and saved.context is not None:  # the run's context policy, as it began
+            config = config.model_copy(update={"context": saved.context})
         fp = agent.fingerprint(saved_model)
-        return self._resume_session(header, messages, inp, agent, config, fp)
+        return self._resume_session(header, messages, inp, agent, config, fp, build)
 
-    def _start_session(self, inp: BeginRunInput, config: RunConfig, fp: Fingerprint) -> BeginRunOutput:
+    def _start_session(
+        self, inp: BeginRunInput, config: RunConfig, fp: Fingerprint, build: BuildRecord | None
+    ) -> BeginRunOutput:
         messages = [Message.system(config.instructions)] if config.instructions else []
         run_start = len(messages)
         messages += strip_system(inp.input)
@@ -150,6 +158,7 @@ class SessionActivities:
             parent_session_id=inp.parent_session_id,
             parent_tool_call_id=inp.parent_tool_call_id,
             parent_session_uid=inp.parent_session_uid,
+            build=build,
         )
         self.deps.store.append(header, 0, messages)
         state = RunState(message_count=len(messages), step_index=0, run_start_index=run_start)
@@ -162,6 +171,7 @@ class SessionActivities:
         inp: BeginRunInput,
         config: RunConfig,
         fp: Fingerprint,
+        build: BuildRecord | None,
     ) -> BeginRunOutput:
         new = new_input_after(messages, inp.input)
         start = header.message_count
@@ -179,6 +189,7 @@ class SessionActivities:
                 "agent": config.agent,
                 "updated_at": None,
                 "last_error": None,
+                "build": build,
             }
         )
         self.deps.store.append(updated, start, new)
@@ -200,6 +211,7 @@ class SessionActivities:
         agent: Agent,
         config: RunConfig,
         fp: Fingerprint,
+        build: BuildRecord | None,
     ) -> BeginRunOutput:
         pending, turn_position = pending_tool_calls(messages)
         # a sub-agent's run is not compared: drift concerns the top-level agent (its own
@@ -244,6 +256,7 @@ class SessionActivities:
                 "remaining_tool_calls": None,
                 "subagent_approval": None,
                 "last_error": None,
+                "build": build,
             }
         )
         self.deps.store.append(updated, header.message_count, appended)

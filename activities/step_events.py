@@ -8,7 +8,12 @@ from __future__ import annotations
 
 from temporalio import activity
 
-from durable_agents.activities.contracts import ExecuteToolInput, PauseForApprovalInput, RecordDecisionInput
+from durable_agents.activities.contracts import (
+    ApprovalDecision,
+    ExecuteToolInput,
+    PauseForApprovalInput,
+    RecordDecisionInput,
+)
 from durable_agents.activities.deps import ActivityDeps
 from durable_agents.activities.events import Keyed, now
 from durable_agents.checkpoint.events import (
@@ -22,7 +27,7 @@ from durable_agents.checkpoint.events import (
     ToolCallStarted,
 )
 from durable_agents.checkpoint.fingerprint import AgentDrift
-from durable_agents.checkpoint.format import Message, RunConfig, RunError, ToolCall
+from durable_agents.checkpoint.format import Message, RunConfig, RunError, SubagentApproval, ToolCall
 
 
 def tool_started(inp: ExecuteToolInput, call: ToolCall) -> Keyed:
@@ -133,15 +138,95 @@ def run_failed(session_id: str, error: RunError) -> Keyed:
     return f"failed:{run_id}", event
 
 
-def subagent_started(session_id: str, child_session_id: str, tool_call_id: str, agent: str, position: int) -> Keyed:
-    """The parent's ``SubAgentStarted`` for a child's run (write it before the child starts, with
-    :func:`write_events`, when the parent streams); keyed by the call's result position."""
+def subagent_started(
+    session_id: str,
+    child_session_id: str,
+    tool_call_id: str,
+    agent: str,
+    position: int,
+    *,
+    after: int = 0,
+    resumed: bool = False,
+    approval_id: str | None = None,
+) -> Keyed:
+    """The parent's ``SubAgentStarted`` for a child's run (written before the child starts,
+    when the parent streams); keyed by the call's result position and the parent's Temporal
+    run (a retried start writes it once; the parent's next run, which starts the child's next
+    run, writes its own), or by the relayed approval for ``resumed``."""
     event = SubAgentStarted(
         session_id=session_id,
         child_session_id=child_session_id,
         tool_call_id=tool_call_id,
         agent=agent,
         position=position,
+        after=after,
+        resumed=resumed,
         at=now(),
     )
-    return f"subagent:{position}", event
+    key = f"subagent:{position}:resumed:{approval_id}" if resumed else f"subagent:{position}:{_run_id()}"
+    return key, event
+
+
+def call_started(session_id: str, step: int, call: ToolCall, position: int) -> Keyed:
+    """``ToolCallStarted`` of a call that is not the tool activity's (a sub-agent's)."""
+    event = ToolCallStarted(
+        session_id=session_id,
+        step=step,
+        tool_call_id=call.id,
+        name=call.name,
+        arguments=call.arguments,
+        position=position,
+        at=now(),
+    )
+    return f"tool-started:{position}", event
+
+
+def call_finished(session_id: str, step: int, call: ToolCall, position: int, result: Message) -> Keyed:
+    """``ToolCallFinished`` of a sub-agent's call: its result as recorded."""
+    event = ToolCallFinished(
+        session_id=session_id,
+        step=step,
+        tool_call_id=call.id,
+        name=call.name,
+        position=position,
+        result=result.content or "",
+        is_error=bool(result.is_error),
+        kind="error" if result.is_error else "result",
+        at=now(),
+    )
+    return f"tool-finished:{position}", event
+
+
+def subagent_approval_requested(session_id: str, approval: SubagentApproval) -> Keyed:
+    """A parent's ``ApprovalRequested`` for its sub-agent's pause (the innermost call that waits)."""
+    inner = approval.innermost()
+    call = inner.tool_call or ToolCall(id="", name="")
+    event = ApprovalRequested(
+        session_id=session_id,
+        approval_id=approval.approval_id,
+        tool_call_id=call.id,
+        tool_name=call.name,
+        arguments=call.arguments,
+        remaining_tool_calls=list(inner.remaining_tool_calls or []),
+        subagent_session_id=inner.session_id,
+        at=now(),
+    )
+    return f"approval:{approval.approval_id}", event
+
+
+def subagent_approval_decided(session_id: str, approval: SubagentApproval, decision: ApprovalDecision) -> Keyed:
+    """A parent's ``ApprovalDecided`` for the decision it relays to its sub-agent."""
+    inner = approval.innermost()
+    call = inner.tool_call or ToolCall(id="", name="")
+    event = ApprovalDecided(
+        session_id=session_id,
+        approval_id=decision.approval_id,
+        tool_call_id=call.id,
+        tool_name=call.name,
+        approved=decision.approved,
+        note=decision.note,
+        decided_by=decision.decided_by,
+        subagent_session_id=inner.session_id,
+        at=now(),
+    )
+    return f"decision:{decision.approval_id}", event

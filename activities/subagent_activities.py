@@ -21,7 +21,15 @@ from pydantic import ValidationError
 from temporalio import activity
 
 from durable_agents.activities.deps import ActivityDeps
+from durable_agents.activities.events import Keyed, streams, write_events_now
 from durable_agents.activities.providers.base import INVALID_JSON_KEY
+from durable_agents.activities.step_events import (
+    call_finished,
+    call_started,
+    subagent_approval_decided,
+    subagent_approval_requested,
+    subagent_started,
+)
 from durable_agents.activities.subagent_contracts import (
     RECORD_SUBAGENT_RESULT,
     RELAY_SUBAGENT_APPROVAL,
@@ -35,6 +43,7 @@ from durable_agents.activities.subagent_contracts import (
 )
 from durable_agents.activities.subagents import subagent_session_id
 from durable_agents.activities.transcript import pending_tool_calls
+from durable_agents.checkpoint.events import RunPaused, parse_event
 from durable_agents.checkpoint.format import (
     CheckpointHeader,
     CheckpointStatus,
@@ -119,17 +128,21 @@ class SubagentActivities:
     def _start(self, inp: StartSubagentInput) -> StartSubagentOutput:
         store, position = self.deps.store, inp.position
         recorded = store.tool_result(inp.session_id, position)
-        if recorded is not None:  # e.g. a fork's patch, or a result recorded before a crash
-            return StartSubagentOutput(recorded_through=self._record(inp, recorded))
         call = inp.call
-        if inp.turn_position is not None:
+        if recorded is None and inp.turn_position is not None:
             call = self.deps.stored_call(inp.session_id, inp.turn_position, position)
+        streamed = self._streamed(inp.session_id)
+        if streamed is not None:  # the call starts (once: keyed by its position)
+            write_events_now(self.deps, inp.session_id, [call_started(inp.session_id, streamed, call, position)])
+        if recorded is not None:  # e.g. a fork's patch, or a result recorded before a crash
+            self._finished(inp, streamed, call, recorded)
+            return StartSubagentOutput(recorded_through=self._record(inp, recorded))
         agent = self.deps.agent(inp.agent)
         sub = agent.subagent_named(call.name)
         max_depth = inp.max_depth if inp.max_depth is not None else agent.max_subagent_depth
         refused = self._refusal(inp, call, max_depth)
         if refused is not None:
-            return StartSubagentOutput(recorded_through=self._record(inp, _message(call, refused)))
+            return self._recorded(inp, streamed, call, _message(call, refused))
         assert sub is not None
         args = sub.input_model.model_validate(call.arguments)
         parent = self.deps.live_header(inp.session_id)
@@ -144,22 +157,25 @@ class SubagentActivities:
         if child is not None and not _child_of(child, parent, call):
             if child.parent_session_id != inp.session_id:
                 content = f"session {child_id!r}, which this call's sub-agent session is named, belongs to another run"
-                return StartSubagentOutput(
-                    recorded_through=self._record(inp, _message(call, _error({"error": content})))
-                )
+                return self._recorded(inp, streamed, call, _message(call, _error({"error": content})))
             activity.logger.warning("dropping %s: the sub-agent session of an earlier %s", child_id, inp.session_id)
             store.delete(child_id)  # a deleted session's child, under an id the new session reuses
             child = None
         if child is None:
             token = f"subagent-{position}"  # the same on a retry: the inbox entry is replaced, never doubled
             store.put_run_input(child_id, token, [sub.task_message(args)])
+            self._child_starts(inp, streamed, call, child_id, sub.agent.name)
             return out.model_copy(update={"input_token": token})
         if child.status == CheckpointStatus.FINISHED:  # it finished before a crash kept its result from us
             content, is_error = subagent_result(store, child_id)
-            result = Message.tool_result(call, content, is_error=is_error)
-            return StartSubagentOutput(recorded_through=self._record(inp, result))
+            return self._recorded(inp, streamed, call, Message.tool_result(call, content, is_error=is_error))
         if child.status == CheckpointStatus.AWAITING_APPROVAL:
             if inp.approval_id is not None and inp.approval_id == child.approval_id:
+                decided = []
+                snapshot = approval_snapshot(store, child_id)
+                if streamed is not None and inp.decision is not None and snapshot is not None:
+                    decided = [subagent_approval_decided(inp.session_id, snapshot, inp.decision)]
+                self._child_starts(inp, streamed, call, child_id, sub.agent.name, decided)
                 return out.model_copy(update={"pass_approval": True})
             # its run closed while it waited and nobody decided: its call is gated again, under a new id
             store.append(
@@ -175,7 +191,45 @@ class SubagentActivities:
                 child.message_count,
                 [],
             )
+        self._child_starts(inp, streamed, call, child_id, sub.agent.name)
         return out
+
+    # -- a streamed parent's events of the call ------------------------------------------------
+    def _streamed(self, session_id: str) -> int | None:
+        """The parent's step when it streams (None: it writes no events)."""
+        header = self.deps.store.load_header(session_id)
+        return header.step_index if header is not None and streams(header) else None
+
+    def _child_starts(
+        self,
+        inp: StartSubagentInput,
+        step: int | None,
+        call: ToolCall,
+        child_id: str,
+        agent: str,
+        before: list[Keyed] | None = None,
+    ) -> None:
+        """``SubAgentStarted`` (after the child's log as it is now), before the child's run starts."""
+        if step is None:
+            return
+        after = _log_end(self.deps.store, child_id)
+        started = subagent_started(inp.session_id, child_id, call.id, agent, inp.position, after=after)
+        write_events_now(self.deps, inp.session_id, [*(before or []), started])
+
+    def _finished(self, inp: StartSubagentInput | RecordSubagentResultInput, step: int | None, call: ToolCall,
+                  result: Message) -> None:  # fmt: skip
+        if step is not None:
+            write_events_now(
+                self.deps, inp.session_id, [call_finished(inp.session_id, step, call, inp.position, result)]
+            )
+
+    def _recorded(
+        self, inp: StartSubagentInput, step: int | None, call: ToolCall, result: Message
+    ) -> StartSubagentOutput:
+        """The call needs no child run: its result, recorded (and streamed)."""
+        count = self._record(inp, result)
+        self._finished(inp, step, call, self.deps.store.tool_result(inp.session_id, inp.position) or result)
+        return StartSubagentOutput(recorded_through=count)
 
     def _refusal(self, inp: StartSubagentInput, call: ToolCall, max_depth: int) -> tuple[str, bool] | None:
         sub = self.deps.agent(inp.agent).subagent_named(call.name)
@@ -212,6 +266,13 @@ class SubagentActivities:
         count = await self.deps.record_until_stored(
             self.deps.store.record_tool_result, inp.session_id, inp.position, message, inp.batch_start, len(inp.batch)
         )
+
+        def stream() -> None:
+            step = self._streamed(inp.session_id)
+            recorded = self.deps.store.tool_result(inp.session_id, inp.position) if step is not None else None
+            self._finished(inp, step, inp.call, recorded or message)
+
+        await self.deps.in_store(stream)
         return RecordSubagentResultOutput(recorded_through=count)
 
     @activity.defn(name=RELAY_SUBAGENT_APPROVAL)
@@ -222,7 +283,10 @@ class SubagentActivities:
         store = self.deps.store
         header = self.deps.live_header(inp.session_id)
         if inp.child_session_id is None:  # the sub-agent goes on: so does this run
-            if header.status == CheckpointStatus.AWAITING_APPROVAL and header.approval_id == inp.approval_id:
+            waiting = header.status == CheckpointStatus.AWAITING_APPROVAL and header.approval_id == inp.approval_id
+            if waiting and streams(header) and header.subagent_approval is not None:
+                self._relay_decided(inp, header.subagent_approval)  # before the snapshot is cleared
+            if waiting:
                 header = header.model_copy(
                     update={
                         "status": CheckpointStatus.IN_PROGRESS,
@@ -253,7 +317,62 @@ class SubagentActivities:
             header.message_count,
             [],
         )
+        if streams(header):
+            events = [subagent_approval_requested(inp.session_id, snapshot)]
+            if inp.outcome is not None:  # the run's RunPaused, which the workflow made
+                paused = parse_event(inp.outcome)
+                assert isinstance(paused, RunPaused)
+                paused.outcome.message_count = header.message_count
+                events.append((f"outcome:{inp.approval_id}", paused))
+            write_events_now(self.deps, inp.session_id, events)
         return RelaySubagentApprovalOutput(relayed=True, message_count=header.message_count)
+
+    def _relay_decided(self, inp: RelaySubagentApprovalInput, snapshot: SubagentApproval) -> None:
+        """A streamed parent's ``ApprovalDecided`` for the decision it passed on, and the
+        ``SubAgentStarted(resumed=True)`` from the child's pause on (keyed: written once)."""
+        events: list[Keyed] = []
+        if inp.decision is not None:
+            events.append(subagent_approval_decided(inp.session_id, snapshot, inp.decision))
+        paused_at = _paused_at(self.deps.store, snapshot.session_id, inp.approval_id)
+        if inp.call is not None and inp.position is not None and paused_at is not None:
+            started = subagent_started(
+                inp.session_id, snapshot.session_id, inp.call.id, snapshot.agent or "", inp.position,
+                after=paused_at, resumed=True, approval_id=inp.approval_id,
+            )  # fmt: skip
+            events.append(started)
+        if events:
+            write_events_now(self.deps, inp.session_id, events)
+
+
+SCAN = 200
+"""Events read at a time when a child's log is searched from its end."""
+SCAN_LIMIT = 5000
+"""At most this many of its newest events are searched."""
+
+
+def _log_end(store: CheckpointStore, session_id: str) -> int:
+    try:
+        return store.last_event_offset(session_id)
+    except NotImplementedError:
+        return 0
+
+
+def _paused_at(store: CheckpointStore, session_id: str, approval_id: str) -> int | None:
+    """The offset of the child's ``RunPaused`` on ``approval_id`` (searched from the log's end:
+    the child wrote little since, it just got the decision); None: it has none."""
+    try:
+        end = store.last_event_offset(session_id)
+    except NotImplementedError:
+        return None
+    floor = max(end - SCAN_LIMIT, 0)
+    while end > floor:
+        start = max(end - SCAN, floor)
+        for row in reversed(store.read_events(session_id, start, end - start)):
+            event = row.event()
+            if isinstance(event, RunPaused) and event.outcome.approval_id == approval_id:
+                return row.offset
+        end = start
+    return None
 
 
 def _child_of(child: CheckpointHeader, parent: CheckpointHeader, call: ToolCall) -> bool:

@@ -8,9 +8,11 @@ in the store's run-input inbox; its answer is read from its session.
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, Field
 
-from durable_agents.activities.contracts import PendingApproval
+from durable_agents.activities.contracts import ApprovalDecision, PendingApproval
 from durable_agents.checkpoint.format import FinishReason, ToolCall
 
 START_SUBAGENT = "durable_agents.start_subagent"
@@ -53,6 +55,8 @@ class StartSubagentInput(BaseModel):
     approval_id: str | None = None
     """A decision the parent's run holds for this call (given after an earlier run closed):
     the start says whether the child's session waits on exactly this approval."""
+    decision: ApprovalDecision | None = None
+    """That decision (for the parent's ``ApprovalDecided`` event, when it streams)."""
 
     @property
     def position(self) -> int:
@@ -101,6 +105,14 @@ class RelaySubagentApprovalInput(BaseModel):
     remaining_tool_calls: list[ToolCall] = Field(default_factory=list)
     """The parent's calls after the sub-agent's (references when ``turn_position`` is set)."""
     turn_position: int | None = None
+    outcome: dict[str, Any] | None = None
+    """A streamed parent's ``RunPaused`` (JSON; its message count is set by the activity), written with the pause."""
+    decision: ApprovalDecision | None = None
+    """Going on: the decision this run passed to the child (None: the child went on by itself)."""
+    call: ToolCall | None = None
+    """Going on: this run's call of the sub-agent (for the ``SubAgentStarted`` that follows it again)."""
+    position: int | None = None
+    """Going on: where that call's result goes."""
 
 
 class RelaySubagentApprovalOutput(BaseModel):

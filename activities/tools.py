@@ -16,7 +16,7 @@ from pydantic import BaseModel, ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from durable_agents.activities import metrics
+from durable_agents.activities import metrics, tracing
 from durable_agents.activities.approvals import approved_content, decision_at
 from durable_agents.activities.contracts import EXECUTE_TOOL, ExecuteToolInput, ExecuteToolOutput
 from durable_agents.activities.definitions import Tool, ToolContext
@@ -155,6 +155,7 @@ class ToolActivities:
                 }
             ), "validation-error"
         starts = await self.deps.in_store(self.deps.store.tool_started, inp.session_id, inp.position)
+        tracing.annotate(**{"tool.attempt": starts + 1})  # the call's span: its invocation count
         if streams(header):
             await write_events(self.deps, inp.session_id, [tool_started(inp, call)])
         if starts and not tool.safe_to_retry:

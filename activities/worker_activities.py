@@ -16,6 +16,7 @@ from durable_agents.activities.session import SessionActivities
 from durable_agents.activities.subagent_activities import SubagentActivities
 from durable_agents.activities.tools import ToolActivities
 from durable_agents.activities.transcript_cache import TranscriptCache
+from durable_agents.activities.versioning import VersioningActivities, WorkerBuild
 from durable_agents.checkpoint.stores.base import CheckpointStore
 
 
@@ -25,6 +26,7 @@ def build_activities(
     providers: ProviderRegistry | None = None,
     mcp: MCPConnections | None = None,
     transcripts: TranscriptCache | None = None,
+    build: WorkerBuild | None = None,
 ) -> list[Callable[..., Any]]:
     """The activity callables a worker registers, bound to one store and agent set
     (and to ``mcp``, the worker's MCP sessions, when the caller closes them at the end)."""
@@ -33,6 +35,8 @@ def build_activities(
     )
     if transcripts is not None:
         deps.transcripts = transcripts
+    if build is not None:  # the worker's deployment version, once the worker is configured
+        deps.build = build
     session = SessionActivities(deps)
     approvals = ApprovalActivities(deps)
     return [
@@ -47,6 +51,7 @@ def build_activities(
         ModelActivities(deps).model_turn,
         ToolActivities(deps).execute_tool,
         ForkActivities(deps).fork_session,
+        VersioningActivities(deps).migrate_session,
         EventActivities(deps).record_events,
         *SubagentActivities(deps).all(),
     ]

@@ -23,17 +23,29 @@ stored text, a ``StepRetried`` voiding them and the stored text as one delta).
 
 Sub-agents (the contract a sub-agent's parent run keeps)
 --------------------------------------------------------
-A parent run that starts a sub-agent's run writes ``SubAgentStarted`` (with
-the child's ``child_session_id``) to its own log, before the child writes
-anything (``activities.step_events.subagent_started`` builds it, keyed by the
-call's result position, for ``activities.events.write_events``), and starts
-the child's run streaming too (``stream=True`` in its run input) when the
-parent streams. A reader of the parent's stream that sees
-``SubAgentStarted`` follows the child's log from its first event until the
-child's outcome (``RunFinished``, ``RunPaused`` or ``RunFailed``) and yields
-each child event wrapped in ``SubAgentEvent`` (``child_session_id``,
-``tool_call_id``, ``event``); a grandchild's events arrive wrapped twice.
-``SubAgentEvent`` is never stored: it is how a reader nests one log in another.
+A sub-agent call is a tool call of the parent: ``ToolCallStarted`` and
+``ToolCallFinished`` (its result, ``{"result", "subagentSessionId"}``) frame it
+in the parent's log. A parent run that starts a sub-agent's run writes
+``SubAgentStarted`` (the child's ``child_session_id``, and ``after``: the
+child's log offset when it was written) to its own log before the child's run
+starts (``start_subagent``; keyed by the call's result position and the
+parent's Temporal run, so a retried or re-run start writes it once per parent
+run), and starts the child's run streaming too when the parent streams. A
+reader of the parent's stream that sees ``SubAgentStarted`` follows the
+child's log from ``after`` until the child's first outcome there
+(``RunFinished``, ``RunPaused`` or ``RunFailed``) and yields each child event
+wrapped in ``SubAgentEvent`` (``child_session_id``, ``tool_call_id``,
+``event``); a grandchild's events arrive wrapped twice. ``SubAgentEvent`` is
+never stored: it is how a reader nests one log in another.
+
+A child that pauses for approval pauses its parent: after the child's own
+``ApprovalRequested`` and ``RunPaused``, the parent writes its
+``ApprovalRequested`` (with ``subagent_session_id``: the session whose call
+waits, the innermost for a grandchild's) and its ``RunPaused``. When the
+parent relays the decision it writes ``ApprovalDecided`` (with
+``subagent_session_id``) and ``SubAgentStarted(resumed=True)`` whose ``after``
+is the child's ``RunPaused``: a reader follows the child from there to its
+next outcome.
 """
 
 from __future__ import annotations
@@ -173,6 +185,8 @@ class ApprovalRequested(EventBase):
     tool_name: str
     arguments: dict[str, Any] = Field(default_factory=dict)
     remaining_tool_calls: list[ToolCall] = Field(default_factory=list)
+    subagent_session_id: str | None = None
+    """Set when the call that waits is a sub-agent's (relayed): that sub-agent's session."""
 
 
 class ApprovalDecided(EventBase):
@@ -183,6 +197,8 @@ class ApprovalDecided(EventBase):
     approved: bool
     note: str | None = None
     decided_by: str | None = None
+    subagent_session_id: str | None = None
+    """Set when the decided call is a sub-agent's (the decision was relayed to it): its session."""
 
 
 class SubAgentStarted(EventBase):
@@ -193,6 +209,10 @@ class SubAgentStarted(EventBase):
     tool_call_id: str
     agent: str = ""
     position: int | None = None
+    after: int = 0
+    """The child's log offset when this was written: its events for this call follow it."""
+    resumed: bool = False
+    """The child goes on after a decision this run relayed (``after`` is the child's ``RunPaused``)."""
 
 
 class RunOutcome(FormatModel):

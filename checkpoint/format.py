@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from durable_agents.checkpoint._format_model import FormatModel
+from durable_agents.checkpoint.context_policy import ContextPolicy, ContextSummary, ContextWindow
 from durable_agents.checkpoint.parts import DocumentPart, ImagePart, OpaquePart, Part, TextPart, as_parts, parts_text
 from durable_agents.checkpoint.run_options import (
     MaxTokensParam,
@@ -26,6 +27,7 @@ from durable_agents.checkpoint.run_options import (
 
 __all__ = [
     "FORMAT_VERSION",
+    "BuildRecord",
     "Checkpoint",
     "CheckpointFields",
     "CheckpointHeader",
@@ -37,6 +39,7 @@ __all__ = [
     "HistoryEntry",
     "MaxTokensParam",
     "Message",
+    "Migration",
     "ModelPrice",
     "ModelSettings",
     "Role",
@@ -98,6 +101,12 @@ class Message(FormatModel):
     parts: list[Part] | None = None
     """Its content in order, when it is more than text (format 2): the truth when present.
     An assistant turn's tool calls stay in ``toolCalls`` and follow its parts."""
+    summary: ContextSummary | None = None
+    """Set on a context summary (a ``system`` message a ``SummarizeOlder`` policy stored): the
+    messages it stands for. Summaries are sent only in place of those messages, never as such."""
+    context: ContextWindow | None = None
+    """Set on an assistant turn made under a context policy: the transcript ranges its request
+    was made of (``durable_agents.checkpoint.context.sent_messages`` rebuilds it)."""
 
     @model_validator(mode="after")
     def _content_from_parts(self) -> Message:
@@ -227,6 +236,9 @@ class RunConfig(FormatModel):
     stream: bool | None = None
     """The run streams: its activities write its events (text deltas included) to the
     store's event log (``durable_agents.checkpoint.events``); None: it does not."""
+    context: ContextPolicy | None = None
+    """What of the transcript each model request carries (``KeepLastTurns``, ``TokenBudget``,
+    ``SummarizeOlder``); None: all of it. A resumed run keeps its own."""
 
 
 class Decision(FormatModel):
@@ -270,6 +282,34 @@ class SubagentApproval(FormatModel):
     def innermost(self) -> SubagentApproval:
         """The snapshot of the session whose own call waits for the decision."""
         return self.subagent_approval.innermost() if self.subagent_approval is not None else self
+
+
+class BuildRecord(FormatModel):
+    """The Temporal Worker Deployment Version a session's runs are on (``build``): written
+    when a run begins on a versioned worker and by ``migrate``. While the session is
+    unfinished, its next run starts pinned to it, unless ``versioning`` is ``auto-upgrade``."""
+
+    deployment_name: str
+    build_id: str
+    versioning: Literal["pinned", "auto-upgrade"] = "pinned"
+    """The agent's ``Agent(versioning=…)`` on that build."""
+
+    @property
+    def canonical(self) -> str:
+        """``<deployment>.<build id>``, as Temporal writes a version."""
+        return f"{self.deployment_name}.{self.build_id}"
+
+
+class Migration(FormatModel):
+    """One ``migrate`` of the session to another build: when, from where, to where, and
+    how the target build's agent differs (``drift``: a ``checkpoint.fingerprint.AgentDrift``
+    as JSON; absent when the agents are the same)."""
+
+    at: datetime
+    from_build: str | None = None
+    """``<deployment>.<build id>``; None: the session recorded no build (an unversioned worker)."""
+    to_build: str
+    drift: dict[str, Any] | None = None
 
 
 class CheckpointFields(FormatModel):
@@ -329,6 +369,12 @@ class CheckpointFields(FormatModel):
     and created again under its id is another session: it does not reuse this one)."""
     subagent_approval: SubagentApproval | None = None
     """Set while the run waits on a sub-agent's approval (``approvalId`` is the sub-agent's)."""
+    context_summary: int | None = None
+    """Where the transcript's newest context summary is (a ``SummarizeOlder`` policy's)."""
+    build: BuildRecord | None = None
+    """The Worker Deployment Version the session's runs are on (absent: unversioned workers)."""
+    migrations: list[Migration] | None = None
+    """Each ``migrate`` of the session to another build, oldest first."""
     updated_at: datetime | None = None
 
 

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from durable_agents.activities.providers.base import ModelProvider, ModelRequest, ModelResponse
     from durable_agents.activities.providers.registry import register_provider
     from durable_agents.activities.providers.scripted import ScriptedToolCall, ScriptedTurn, register_script
+    from durable_agents.checkpoint.context_policy import KeepLastTurns, SummarizeOlder, TokenBudget
     from durable_agents.checkpoint.fork import Patch
     from durable_agents.checkpoint.format import (
         CheckpointStatus,
@@ -118,6 +119,9 @@ _EXPORTS: dict[str, str] = {
     "PropagatingToolError": "durable_agents.errors",
     "HookFailedError": "durable_agents.errors",
     "tool": "durable_agents.activities.definitions",
+    "KeepLastTurns": "durable_agents.checkpoint.context_policy",
+    "TokenBudget": "durable_agents.checkpoint.context_policy",
+    "SummarizeOlder": "durable_agents.checkpoint.context_policy",
 }
 
 __all__ = [
@@ -140,6 +144,7 @@ __all__ = [
     "HookFailedError",
     "Hooks",
     "ImagePart",
+    "KeepLastTurns",
     "MCPServerHTTP",
     "MCPServerStdio",
     "Message",
@@ -165,7 +170,9 @@ __all__ = [
     "StoreCorruptError",
     "StoreDamageWarning",
     "StoreUnavailableError",
+    "SummarizeOlder",
     "TextPart",
+    "TokenBudget",
     "Tool",
     "ToolCall",
     "ToolContext",

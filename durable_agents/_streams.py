@@ -8,8 +8,9 @@ after a quiet second) until the run's outcome (``RunFinished``, ``RunPaused``,
 quiet (every :data:`CLOSED_CHECK_SECONDS`): a run that does not stream, or
 that closed without writing its outcome (terminated), ends the stream with an
 outcome made from what Temporal and the store say (its ``offset`` is None).
-``SubAgentStarted`` makes the reader follow the child's log too, its events
-wrapped in ``SubAgentEvent`` (the contract is in ``checkpoint/events.py``).
+``SubAgentStarted`` makes the reader follow the child's log too (from its
+``after``, to the child's first outcome there), its events wrapped in
+``SubAgentEvent`` (the contract is in ``checkpoint/events.py``).
 """
 
 from __future__ import annotations
@@ -69,15 +70,16 @@ async def follow(agents: AgentClient, session_id: str, after: int = 0) -> AsyncI
     queue: asyncio.Queue[Event | _End] = asyncio.Queue(maxsize=1000)
     every: list[asyncio.Task[None]] = []
 
-    def reader(sid: str, start: int, wrap: Callable[[Event], Event]) -> _Reader:
+    def reader(sid: str, start: int, wrap: Callable[[Event], Event], nested: bool = False) -> _Reader:
         """A reader that puts its session's events (wrapped) on the queue; an event that closes
         what a sub-agent did (its call's result, the run's outcome) waits for that reader first."""
-        children: dict[str, asyncio.Task[None]] = {}
+        children: dict[int | str, asyncio.Task[None]] = {}
+        """Each sub-agent call's reader (by the call's result position), the latest one."""
 
         async def emit(event: Event) -> None:
             waits = list(children.values()) if event.type in OUTCOME_TYPES else []
-            if isinstance(event, ToolCallFinished) and event.tool_call_id in children:
-                waits = [children[event.tool_call_id]]
+            if isinstance(event, ToolCallFinished) and event.position in children:
+                waits = [children[event.position]]
             if waits:
                 await asyncio.wait(waits, timeout=CHILD_GRACE_SECONDS)
             await queue.put(wrap(event))
@@ -93,11 +95,20 @@ async def follow(agents: AgentClient, session_id: str, after: int = 0) -> AsyncI
                     )
                 )
 
-            task = asyncio.create_task(_quietly(reader(started.child_session_id, 0, nest).run()))
-            children[started.tool_call_id] = task
+            key = started.position if started.position is not None else started.tool_call_id
+            before = children.get(key)
+
+            async def follow_child() -> None:
+                if before is not None:  # the child's earlier stretch (up to its pause) comes first
+                    with contextlib.suppress(BaseException):
+                        await before
+                await _quietly(reader(started.child_session_id, started.after, nest, nested=True).run())
+
+            task = asyncio.create_task(follow_child())
+            children[key] = task
             every.append(task)
 
-        return _Reader(agents, sid, start, emit, spawn)
+        return _Reader(agents, sid, start, emit, spawn, first_outcome=nested)
 
     async def root() -> None:
         try:
@@ -138,10 +149,15 @@ class _Reader:
         after: int,
         emit: Emit,
         on_child: Callable[[SubAgentStarted], None],
+        *,
+        first_outcome: bool = False,
     ) -> None:
         self.agents, self.session_id, self.after = agents, session_id, after
         self.emit, self.on_child = emit, on_child
         self.store = agents.store
+        self.first_outcome = first_outcome
+        """A sub-agent's reader: it ends at the child's first outcome (its part in the parent's
+        call, up to a pause or its end), whatever follows it in the log."""
 
     async def run(self) -> _End:
         last_seen = time.monotonic()
@@ -157,6 +173,9 @@ class _Reader:
                 if isinstance(event, SubAgentStarted):
                     self.on_child(event)
                 outcome = event if event.type in OUTCOME_TYPES else None
+                if outcome is not None and self.first_outcome:
+                    await self._closed(outcome)
+                    return self._end(outcome)
             now = time.monotonic()
             if rows:
                 last_seen, check_at = now, now + CLOSED_CHECK_SECONDS

@@ -8,10 +8,11 @@ Temporal payloads.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import uuid
 from collections.abc import AsyncIterator, Iterable, Sequence
-from typing import Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from pydantic import BaseModel
 from temporalio.client import (
@@ -45,8 +46,13 @@ from durable_agents.errors import (
     SessionBusyError,
 )
 from durable_agents.result import RunResult
+from durable_agents.tracing import tracer_of
+from durable_agents.versioning import MigrateSessionOutput, migrate, pinned_override
 from durable_agents.workflows import FORK_WORKFLOW
 from durable_agents.workflows.contracts import AGENT_RUN_WORKFLOW, AgentRunInput, Outcome, RunSummary
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
 
 __all__ = ["AgentClient"]
 
@@ -156,6 +162,16 @@ class AgentClient:
             raise ConfigurationError(f"summaries={summaries!r}: use 'agent-only' or 'first-line'")
         self._summaries = summaries
         self._search_attributes: bool | None = None
+        self._tracer_found = False
+        self._tracer_value: Any = None
+
+    @property
+    def _tracer(self) -> Any:
+        """With a client that traces (``connect(tracing=…)``): our spans' tracer (looked up on first use)."""
+        if not self._tracer_found:
+            self._tracer_value = tracer_of(self.temporal.config().get("interceptors"))
+            self._tracer_found = True
+        return self._tracer_value
 
     @property
     def summaries(self) -> Summaries:
@@ -174,15 +190,19 @@ class AgentClient:
         task_queue: str = DEFAULT_TASK_QUEUE,
         codec: PayloadCodec | None = None,
         summaries: Summaries | None = None,
+        tracing: bool | TracerProvider = False,
     ) -> AgentClient:
         """Connect to Temporal (``temporalio.envconfig`` conventions) and open the store.
 
         ``codec`` (e.g. an encrypting ``PayloadCodec``; default: the configured
         encryption, see ``durable_agents.encryption``) encodes every payload
         this client and a worker built from it write to Temporal history.
+        ``tracing``: OpenTelemetry spans (``True``: the global tracer provider, or a
+        tracer provider; see ``durable_agents.tracing``): ``send()`` and ``approve()``
+        each make a span; the run, its activities and sub-agents carry its context on.
         """
         opened = store if isinstance(store, CheckpointStore) else open_store(store)
-        client = await connect(address, namespace, codec=codec)
+        client = await connect(address, namespace, codec=codec, tracing=tracing)
         return cls(client, opened, task_queue, summaries=summaries)
 
     # -- runs ----------------------------------------------------------------------
@@ -222,6 +242,7 @@ class AgentClient:
             await self.cancel(session_id)
         if self._search_attributes is None:
             self._search_attributes = await search_attributes_registered(self.temporal)
+        pinned = await pinned_override(self.temporal, header)  # an unfinished session stays on its build
         token, inline = await self._keep_input(session_id, messages)
         try:
             return await self.temporal.start_workflow(
@@ -245,6 +266,7 @@ class AgentClient:
                 result_type=RunSummary,
                 id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
                 id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+                versioning_override=pinned,
                 static_summary=agent if self.summaries == "agent-only" else f"{agent}: {first.splitlines()[0][:120]}",
             )
         except WorkflowAlreadyStartedError as e:
@@ -289,19 +311,37 @@ class AgentClient:
         ``input`` may be ``[]`` to resume an unfinished run without new input. With
         ``output_type`` (the agent's), ``RunResult.output`` is an instance of it.
         """
-        await self.start(
-            agent,
-            input,
-            session_id=session_id,
-            model=model,
-            interrupt=interrupt,
-            model_settings=model_settings,
-            usage_limits=usage_limits,
-        )
-        result = await self.outcome(session_id)
+        with self._span(f"send {agent}", session_id, agent=agent):
+            await self.start(
+                agent,
+                input,
+                session_id=session_id,
+                model=model,
+                interrupt=interrupt,
+                model_settings=model_settings,
+                usage_limits=usage_limits,
+            )
+            result = await self.outcome(session_id)
+            self._traced(result)
         if output_type is not None and result.output is not None:
             result.output = result.output_as(output_type)
         return result
+
+    def _span(self, name: str, session_id: str, **attributes: Any) -> contextlib.AbstractContextManager[Any]:
+        """A span of this client's (when it traces): ids and names only."""
+        if self._tracer is None:
+            return contextlib.nullcontext()
+        from durable_agents.activities.tracing import span
+
+        named = {f"durable_agents.{k}": v for k, v in attributes.items() if v is not None}
+        return span(name, {"durable_agents.session_id": session_id, **named}, tracer=self._tracer)
+
+    def _traced(self, result: RunResult) -> None:
+        if self._tracer is not None:
+            from durable_agents.activities.tracing import annotate_span
+
+            reason = getattr(result.finish_reason, "value", result.finish_reason)
+            annotate_span(finish_reason=reason, steps=result.steps, approval_id=result.approval_id)
 
     async def resume(self, session_id: str, *, agent: str | None = None) -> RunResult:
         """Continue an unfinished session (e.g. a fork or a crashed run) without new input."""
@@ -434,6 +474,11 @@ class AgentClient:
         except WorkflowFailureError as e:
             raise outcome_error(session_id, e) from e
 
+    async def migrate(self, session_id: str, to_build: str, *, deployment: str | None = None) -> MigrateSessionOutput:
+        """Move an unfinished session to build ``to_build`` (Worker Versioning), after the drift
+        check of its agent there; see ``durable_agents.versioning.migrate``."""
+        return await migrate(self, session_id, to_build, deployment=deployment)
+
     # -- approvals -----------------------------------------------------------------
     async def approve(
         self,
@@ -459,24 +504,30 @@ class AgentClient:
         result is ``{error, note}``; an approved call's result carries it as
         ``approvalNote`` (see ``activities.approvals.approved_content``).
         """
-        handle = self.temporal.get_workflow_handle(session_id, result_type=RunSummary)
-        live = await self._is_running(handle)
-        pending = await self._pending(session_id, handle, live)
-        if pending is None or (approval_id and approval_id != pending.approval_id):
-            raise ApprovalNotPendingError(session_id, approval_id, pending.approval_id if pending else None)
-        decision = ApprovalDecision(
-            approval_id=pending.approval_id, approved=approved, note=note, arguments=arguments, decided_by=decided_by
-        )
-        if live:
-            return await self._await(session_id, "decide", decision)
-        if pending.parent_session_id is not None and self.store.load_header(pending.parent_session_id) is not None:
-            # a sub-agent's run closed with its parent's: the parent's next run brings the decision
-            return await self.approve(
-                pending.parent_session_id, pending.approval_id, approved=approved, note=note,
-                arguments=arguments, decided_by=decided_by,
-            )  # fmt: skip
-        await self.start(pending.agent, [], session_id=session_id, approval=decision)
-        return await self.outcome(session_id)
+        decision_name = "approved" if approved else "rejected"
+        with self._span("approve", session_id, approval_id=approval_id, decision=decision_name):
+            handle = self.temporal.get_workflow_handle(session_id, result_type=RunSummary)
+            live = await self._is_running(handle)
+            pending = await self._pending(session_id, handle, live)
+            if pending is None or (approval_id and approval_id != pending.approval_id):
+                raise ApprovalNotPendingError(session_id, approval_id, pending.approval_id if pending else None)
+            decision = ApprovalDecision(
+                approval_id=pending.approval_id,
+                approved=approved,
+                note=note,
+                arguments=arguments,
+                decided_by=decided_by,
+            )
+            if live:
+                return await self._await(session_id, "decide", decision)
+            if pending.parent_session_id is not None and self.store.load_header(pending.parent_session_id) is not None:
+                # a sub-agent's run closed with its parent's: the parent's next run brings the decision
+                return await self.approve(
+                    pending.parent_session_id, pending.approval_id, approved=approved, note=note,
+                    arguments=arguments, decided_by=decided_by,
+                )  # fmt: skip
+            await self.start(pending.agent, [], session_id=session_id, approval=decision)
+            return await self.outcome(session_id)
 
     async def reject(
         self,

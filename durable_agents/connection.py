@@ -12,7 +12,7 @@ turn on ``EncryptionCodec`` (see ``durable_agents.encryption``).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from temporalio.client import Client
 from temporalio.converter import DataConverter, PayloadCodec
@@ -21,6 +21,9 @@ from temporalio.runtime import Runtime
 
 from durable_agents.checkpoint.errors import ConfigurationError
 from durable_agents.plugin import OUR_DATA_CONVERTER, DurableAgentsPlugin, with_our_converter
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
 
 __all__ = ["DEFAULT_TASK_QUEUE", "connect"]
 
@@ -39,11 +42,14 @@ async def connect(
     profile: str | None = None,
     codec: PayloadCodec | None = None,
     runtime: Runtime | None = None,
+    tracing: bool | TracerProvider = False,
 ) -> Client:
     """A client with the pydantic converter and ``DurableAgentsPlugin``.
 
     ``codec``: default, the configured encryption (None when no keys are set).
     ``runtime``: e.g. one exporting metrics (``durable_agents.observability.metrics_runtime``).
+    ``tracing``: OpenTelemetry spans for this client and the workers built from it
+    (``True``: the global tracer provider; or a tracer provider; see ``durable_agents.tracing``).
     """
     if codec is None:
         from durable_agents.encryption import encryption_from_env
@@ -56,6 +62,10 @@ async def connect(
         config["namespace"] = namespace
     config.setdefault("target_host", "localhost:7233")
     try:
+        if tracing:
+            from durable_agents.tracing import interceptors_for
+
+            config["interceptors"] = [*config.get("interceptors", ()), *interceptors_for(tracing)]
         return await Client.connect(
             **config, data_converter=data_converter(codec), plugins=[DurableAgentsPlugin()], runtime=runtime
         )

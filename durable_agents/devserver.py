@@ -5,7 +5,8 @@
 
 The server registers :data:`SEARCH_ATTRIBUTES` at start (also on a restart over
 the same SQLite file) and runs with dynamic config raised so that a single host
-is not throttled by the server's per-namespace / forwarding rate limits.
+is not throttled by the server's per-namespace / forwarding rate limits, and with
+Worker Versioning (Worker Deployments) on.
 """
 
 from __future__ import annotations
@@ -47,6 +48,10 @@ DYNAMIC_CONFIG: dict[str, Any] = {
     "matching.forwarderMaxRatePerSecond": 1000,
     "system.visibilityPersistenceMaxReadQPS": 1000,
     "system.visibilityPersistenceMaxWriteQPS": 1000,
+    # Worker Versioning (build_worker(deployment=…), `durable-agents migrate`): on by default in
+    # this server (1.32) and the compose stack's (1.31); said here so that both keep agreeing.
+    "frontend.workerVersioningWorkflowAPIs": True,
+    "system.enableDeploymentVersions": True,
 }
 
 

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 from temporalio.contrib.pydantic import PydanticPayloadConverter, pydantic_data_converter
 from temporalio.converter import DataConverter, DefaultFailureConverter, PayloadCodec
 from temporalio.plugin import SimplePlugin
-from temporalio.worker import WorkflowRunner
+from temporalio.worker import WorkerConfig, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from durable_agents.checkpoint.errors import ConfigurationError, DurableAgentsError
@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from durable_agents.activities.providers.base import ModelProvider
     from durable_agents.activities.providers.registry import ProviderRegistry
     from durable_agents.activities.transcript_cache import TranscriptCache
+    from durable_agents.activities.versioning import WorkerBuild
     from durable_agents.checkpoint.stores.base import CheckpointStore
 
 __all__ = ["DurableAgentsPlugin"]
@@ -155,11 +156,13 @@ class DurableAgentsPlugin(SimplePlugin):
         activities = None
         workflows = None
         run_context = None
+        self._build: WorkerBuild | None = None
         if store is not None:
             from durable_agents.activities import build_activities
             from durable_agents.activities.mcp_client import MCPConnections
             from durable_agents.activities.providers.registry import ProviderRegistry
             from durable_agents.activities.subagents import with_subagents
+            from durable_agents.activities.versioning import WorkerBuild
             from durable_agents.workflows import ALL_WORKFLOWS
 
             _check_store(store, allow_memory_store)
@@ -167,7 +170,10 @@ class DurableAgentsPlugin(SimplePlugin):
             agents = with_subagents(agents)  # their sub-agents' child runs run here too
             _check_providers(agents, registry)
             mcp = MCPConnections()  # the worker's MCP sessions: closed (stdio servers stopped) when it stops
-            activities = build_activities(store, _by_name(agents), registry, mcp=mcp, transcripts=transcript_cache)
+            self._build = WorkerBuild()  # which Worker Deployment Version: known once a worker is configured
+            activities = build_activities(
+                store, _by_name(agents), registry, mcp=mcp, transcripts=transcript_cache, build=self._build
+            )
             workflows = list(ALL_WORKFLOWS)
             run_context = mcp.running
         elif agents:
@@ -181,6 +187,15 @@ class DurableAgentsPlugin(SimplePlugin):
             workflow_failure_exception_types=_append_failure_types,
             run_context=run_context,
         )
+
+    def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
+        """Also: the worker's deployment version (``deployment_config``) is what its runs
+        record as their build (see ``durable_agents.versioning``)."""
+        config = super().configure_worker(config)
+        deployment = config.get("deployment_config")
+        if self._build is not None:
+            self._build.version = deployment.version if deployment and deployment.use_worker_versioning else None
+        return config
 
 
 def _check_providers(agents: Sequence[Agent], registry: ProviderRegistry) -> None:

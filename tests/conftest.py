@@ -14,7 +14,7 @@ import contextlib
 import importlib.abc
 import sys
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -80,6 +80,27 @@ async def env() -> AsyncIterator[WorkflowEnvironment]:
         dev_server_extra_args=["--dynamic-config-value", "history.transferProcessorMaxPollRPS=100000"],
     ) as environment:
         yield environment
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A PostgreSQL server URL for the whole test session (tests/postgres_server.py);
+    FAILS (never skips) without one."""
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        pytest.fail("psycopg is not installed: run `make test` (or pip install -e '.[test]')")
+    from tests.postgres_server import postgres_server
+
+    try:
+        server = postgres_server()
+        url = server.__enter__()
+    except RuntimeError as e:
+        pytest.fail(str(e))
+    try:
+        yield url
+    finally:
+        server.__exit__(None, None, None)
 
 
 @pytest.fixture

@@ -96,3 +96,49 @@ def test_search_attributes_match_the_dev_server(services):
     created = dict(re.findall(r"search-attribute create\b[^\n]*?--name\s+(\w+)\s+--type\s+(\w+)", text))
     assert created == SEARCH_ATTRIBUTES
     assert re.search(r"--namespace\s+default", text)
+
+
+def test_worker_versioning_on_as_in_the_embedded_server():
+    from durable_agents.devserver import DYNAMIC_CONFIG
+
+    doc = yaml.safe_load(COMPOSE.read_text())
+    dynamic = yaml.safe_load(doc["configs"]["temporal-dynamicconfig"]["content"])
+    for key in ("frontend.workerVersioningWorkflowAPIs", "system.enableDeploymentVersions"):
+        assert DYNAMIC_CONFIG[key] is True, key
+        assert dynamic[key] == [{"value": True, "constraints": {}}], key
+
+
+def test_an_opentelemetry_collector_takes_the_workers_traces(services):
+    """`durable-agents worker --otlp-endpoint http://localhost:4318` reaches it (OTLP/HTTP; gRPC on 4317)."""
+    collector = services["otel-collector"]
+    assert collector["image"].startswith("otel/opentelemetry-collector")
+    assert {"4317", "4318"} <= host_ports(collector)
+    [mounted] = collector["configs"]
+    assert collector["command"] == [f"--config={mounted['target']}"]
+    doc = yaml.safe_load(COMPOSE.read_text())
+    config = yaml.safe_load(doc["configs"][mounted["source"]]["content"])
+    protocols = config["receivers"]["otlp"]["protocols"]
+    assert protocols["http"]["endpoint"] == "0.0.0.0:4318" and protocols["grpc"]["endpoint"] == "0.0.0.0:4317"
+    traces = config["service"]["pipelines"]["traces"]
+    assert traces["receivers"] == ["otlp"]
+    assert set(traces["exporters"]) <= set(config["exporters"]) and set(traces["processors"]) <= set(
+        config["processors"]
+    )
+    assert "--otlp-endpoint http://localhost:4318" in COMPOSE.read_text()
+
+
+def test_a_codec_server_for_the_ui_runs_with_the_encryption_profile(services):
+    codec = services["codec-server"]
+    assert codec["profiles"] == ["encryption"]  # it needs keys: not started by a plain `up`
+    assert codec["image"].startswith("python:")
+    assert ".:/src:ro" in codec["volumes"]
+    run = script(codec)
+    assert "pip install --quiet --no-cache-dir /src" in run
+    assert "--encryption-key-file /run/secrets/encryption-keys" in run
+    assert "codec-server --host 0.0.0.0 --port 8081 --ui-origin http://localhost:8080" in run
+    assert "8081" in host_ports(codec)
+    assert codec["secrets"] == ["encryption-keys"]
+    top = yaml.safe_load(COMPOSE.read_text())
+    assert "DURABLE_AGENTS_ENCRYPTION_KEY_FILE" in top["secrets"]["encryption-keys"]["file"]
+    # the UI's codec endpoint is the address the browser reaches the container at
+    assert "TEMPORAL_CODEC_ENDPOINT=http://localhost:8081" in COMPOSE.read_text()

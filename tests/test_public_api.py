@@ -47,6 +47,9 @@ DEFINITION_NAMES = {
     "Rewrite",
     "EncryptionCodec",
     "EncryptionKeyError",
+    "KeepLastTurns",
+    "TokenBudget",
+    "SummarizeOlder",
 }
 """Names defined in the layers below that the top level re-exports."""
 

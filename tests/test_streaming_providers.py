@@ -22,7 +22,8 @@ from tests.conftest import session_id
 from tests.fakes.llm_server import FakeLLMServer
 from tests.test_streaming import assert_deltas_add_up, collect
 
-PATHS = {"anthropic": "/v1/messages", "openai": "/v1/chat/completions"}
+PATHS = {"anthropic": "/v1/messages", "openai": "/v1/chat/completions", "openai-responses": "/v1/responses"}
+SCRIPTS = {"anthropic": "anthropic", "openai": "openai", "openai-responses": "responses"}
 ANSWER = "It rains in Paris: take an umbrella, and boots if you have them."
 
 
@@ -42,7 +43,7 @@ def _agent(provider: str) -> Agent:
 
 @pytest.mark.parametrize("provider", PATHS)
 async def test_stream_on_the_streaming_api_adds_up_to_the_stored_turns(provider, llm, run_worker, store):
-    script = getattr(llm, provider)
+    script = getattr(llm, SCRIPTS[provider])
     script.reply_tool_calls([("get_weather", {"city": "Paris"}, "call_1")], text="Let me check the sky.")
     script.reply_text(ANSWER)
     llm.stream_delay = 0.01  # the answer's 16 deltas span several of the worker's writes
@@ -62,6 +63,12 @@ async def test_stream_on_the_streaming_api_adds_up_to_the_stored_turns(provider,
     assert not any(isinstance(e, StepRetried) for e in events)
     [finished] = [e for e in events if isinstance(e, ToolCallFinished)]
     assert finished.tool_call_id == "call_1" and '"sky": "rain"' in finished.result.replace('":"', '": "')
+    if provider == "openai-responses":  # reasoning items kept whole from the stream, and sent back
+        [turn, _] = [m for m in store.load(sid).messages if m.role == Role.ASSISTANT]
+        kept = [p.data for p in turn.parts or [] if getattr(p, "data", {}).get("type") == "reasoning"]
+        issued = [i for i in llm.replies(PATHS[provider])[0]["output"] if i["type"] == "reasoning"]
+        assert kept == issued and kept[0]["encrypted_content"]
+        assert kept[0] in llm.bodies(PATHS[provider])[1]["input"]  # the next request carries it back
     # watch from offset 0 after the run ended: every event again, the same ones
     assert [(e.offset, e.model_dump(exclude={"result"})) for e in replayed] == [
         (e.offset, e.model_dump(exclude={"result"})) for e in events
@@ -71,9 +78,9 @@ async def test_stream_on_the_streaming_api_adds_up_to_the_stored_turns(provider,
 
 @pytest.mark.parametrize("provider", PATHS)
 async def test_a_stream_broken_midway_is_retried_and_the_stream_says_so(provider, llm, run_worker, store):
-    script = getattr(llm, provider)
+    script = getattr(llm, SCRIPTS[provider])
     script.reply_text(ANSWER)  # the first attempt's answer, cut after a few deltas...
-    script.fail_stream_after(6)
+    script.fail_stream_after(10 if provider == "openai-responses" else 6)  # a few text deltas in
     script.reply_text(ANSWER)  # ...and the retry's, whole
     sid = session_id()
     async with run_worker([_agent(provider)]) as client:

@@ -327,3 +327,44 @@ async def test_a_failed_subagent_fails_the_parent_and_resuming_the_parent_resume
         assert results(store, sid) == [{"result": "Helped.", "subagentSessionId": child}]
         assert len(await runs_of(client, child, 2)) == 2
         assert generated_twice({sid, child}) == []
+
+
+async def test_a_terminated_parent_terminates_its_running_subagent_and_its_next_run_resumes_it(
+    run_worker, store, tmp_path
+):
+    """Terminated (not cancelled, not crashed) while its sub-agent's at-most-once tool runs: the
+    parent close policy terminates the sub-agent's run too. Resuming the parent starts its next
+    run, which re-attaches to the sub-agent's session in a second run of it: its stored turn is
+    not generated again, its started tool is not run again (a durability error result, as after
+    a crash), and both finish."""
+    sid = session_id()
+    child = f"{sid}/3"
+    with configured(log_dir=tmp_path):
+        async with run_worker([sa.slow_lead]) as client:
+            await client.start("slow-lead", "go", session_id=sid)
+            for _ in range(200):
+                if executions(tmp_path, "slow_once"):
+                    break
+                await asyncio.sleep(0.05)
+            assert executions(tmp_path, "slow_once")
+            await client.temporal.get_workflow_handle(sid).terminate("an operator closed it")
+            for _ in range(100):
+                if (await client.temporal.get_workflow_handle(child).describe()).status != (
+                    WorkflowExecutionStatus.RUNNING
+                ):
+                    break
+                await asyncio.sleep(0.1)
+            described = await client.temporal.get_workflow_handle(child).describe()
+            assert described.status == WorkflowExecutionStatus.TERMINATED
+            assert store.load_header(child).status == CheckpointStatus.IN_PROGRESS  # resumable, not aborted
+
+            done = await asyncio.wait_for(client.resume(sid), 60)
+            assert done.finish_reason == FinishReason.STOP and done.text == "Slow done."
+            [outcome] = results(store, child)
+            assert outcome["kind"] == "tool-durability-error" and outcome["toolName"] == "slow_once"
+            assert results(store, sid) == [{"result": "Slow work done.", "subagentSessionId": child}]
+            assert len(executions(tmp_path, "slow_once")) == 1  # never fired twice
+            assert len(await runs_of(client, child, 2)) == 2  # the terminated run, and the one that resumed it
+            assert generated_twice({sid, child}) == []
+            for each in (sid, child):
+                check_guarantees(store.load(each), tmp_path)

@@ -19,6 +19,7 @@ from durable_agents.workflows.contracts import (
 if TYPE_CHECKING:
     from durable_agents.workflows.agent_run import AgentRunWorkflow
     from durable_agents.workflows.fork import ForkSessionWorkflow
+    from durable_agents.workflows.migrate import MigrateSessionWorkflow
 
 ALL_WORKFLOWS: list[type]
 """Every workflow a durable-agents worker registers."""
@@ -30,21 +31,24 @@ __all__ = [
     "AgentRunInput",
     "AgentRunWorkflow",
     "ForkSessionWorkflow",
+    "MigrateSessionWorkflow",
     "ResumePoint",
     "RunSummary",
 ]
 
 
 def __getattr__(name: str) -> Any:
-    if name not in ("AgentRunWorkflow", "ForkSessionWorkflow", "ALL_WORKFLOWS"):
+    if name not in ("AgentRunWorkflow", "ForkSessionWorkflow", "MigrateSessionWorkflow", "ALL_WORKFLOWS"):
         raise AttributeError(f"module 'durable_agents.workflows' has no attribute {name!r}")
     from durable_agents.workflows.agent_run import AgentRunWorkflow
     from durable_agents.workflows.fork import ForkSessionWorkflow
+    from durable_agents.workflows.migrate import MigrateSessionWorkflow
 
     found = {
         "AgentRunWorkflow": AgentRunWorkflow,
         "ForkSessionWorkflow": ForkSessionWorkflow,
-        "ALL_WORKFLOWS": [AgentRunWorkflow, ForkSessionWorkflow],
+        "MigrateSessionWorkflow": MigrateSessionWorkflow,
+        "ALL_WORKFLOWS": [AgentRunWorkflow, ForkSessionWorkflow, MigrateSessionWorkflow],
     }
     globals().update(found)
     return found[name]

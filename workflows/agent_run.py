@@ -236,7 +236,8 @@ class AgentRunWorkflow(SubagentSteps):
             summary=f"model turn {step} ({self.config.model})",
         )
         self.state.step_index = step
-        self.state.turn_position = self.state.message_count
+        # after a context summary stored with it, when there is one (older histories: None)
+        self.state.turn_position = turn.turn_position if turn.turn_position is not None else self.state.message_count
         self.state.arguments_in_store = turn.arguments_in_store
         self.state.message_count += turn.appended
         self.state.usage = turn.usage

@@ -38,7 +38,8 @@ TOOL_TIMEOUT_MARGIN_SECONDS = 15.0
 """The tool activity outlives the tool's own timeout by this much, so a slow tool
 is stopped (and gets a timeout result) by the activity, not killed by Temporal."""
 TOOL_HEARTBEAT_SECONDS = 10.0
-"""A tool activity heartbeats in the background; a dead worker is noticed after this."""
+"""A tool activity heartbeats in the background; a dead worker is noticed after this
+(when the tool's spec names none; ``@tool``'s default is the same)."""
 # Tool activities retry only infrastructure failures (a dead worker, a store
 # hiccup): a tool's own exception is recorded as its result, not raised.
 TOOL_RETRY = RetryPolicy(

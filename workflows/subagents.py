@@ -104,6 +104,7 @@ class SubagentSteps(ToolSteps):
                 depth=parent.depth if parent else 0,
                 max_depth=parent.max_depth if parent else None,
                 approval_id=preset.approval_id if preset else None,
+                decision=preset,
             ),
             summary=f"start sub-agent {call.name} {call.id}",
         )
@@ -242,6 +243,7 @@ class SubagentSteps(ToolSteps):
                 child_session_id=child_id,
                 remaining_tool_calls=batch.calls[index + 1 :],
                 turn_position=self._refs_turn(),
+                outcome=self._outcome_event(FinishReason.AWAITING_APPROVAL, approval_id, 0),
             ),
         )
         if not relayed.relayed:  # the child went on already; its signal is on its way
@@ -271,7 +273,13 @@ class SubagentSteps(ToolSteps):
             await child.signal("approve", decision)
         await self._store(
             SubagentActivities.relay_subagent_approval,
-            RelaySubagentApprovalInput(session_id=self.session_id, approval_id=approval_id),
+            RelaySubagentApprovalInput(
+                session_id=self.session_id,
+                approval_id=approval_id,
+                decision=decision,
+                call=batch.calls[index],
+                position=batch.start + index,
+            ),
         )
         self._publish(CheckpointStatus.IN_PROGRESS, None)
         await self._tell_parent(None, approval_id)

@@ -30,7 +30,8 @@ class ModelRequest(BaseModel):
     model: str
     """The model name without the provider prefix, e.g. ``claude-sonnet-4-5``."""
     messages: list[Message]
-    """The whole transcript; system messages included, in order."""
+    """The transcript, system messages included, in order; cut by the run's context policy
+    when it has one (``Agent(context=…)``)."""
     tools: list[ToolSpec] = Field(default_factory=list)
     max_tokens: int = 4096
     settings: ModelSettings = Field(default_factory=ModelSettings)
@@ -40,6 +41,9 @@ class ModelRequest(BaseModel):
     output_name: str | None = None
     session_id: str = ""
     step: int = 0
+    position: int | None = None
+    """Where the reply is stored in the session's transcript (``len(messages)`` unless a context
+    policy cut them); None: not said (a request built by hand)."""
 
 
 class ModelResponse(BaseModel):

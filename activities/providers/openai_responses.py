@@ -30,6 +30,7 @@ from temporalio.exceptions import ApplicationError
 from durable_agents.activities.providers.base import (
     ModelRequest,
     ModelResponse,
+    TextSink,
     malformed_reply,
     retryable_error,
     status_error,
@@ -64,6 +65,53 @@ class OpenAIResponsesProvider:
         except (openai.APIResponseValidationError, json.JSONDecodeError) as exc:
             raise malformed_reply(PROVIDER, f"{type(exc).__name__}: {exc}") from exc
         return from_responses_reply(reply)
+
+    async def generate_stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
+        """``generate`` over the streaming Responses API (``stream: true``, typed server-sent
+        events): ``on_text`` gets each ``response.output_text.delta`` as it arrives; the reply is
+        the response ``response.completed`` (or ``response.incomplete``) carries whole, so its
+        reasoning items keep their ``encrypted_content`` exactly as ``generate`` would."""
+        client = self._get_client()
+        final: Any = None
+        try:
+            events = await client.responses.create(**to_responses_params(request), stream=True)
+            async for event in events:
+                kind = getattr(event, "type", None)
+                if kind == "response.output_text.delta":
+                    if event.delta:
+                        on_text(event.delta)
+                elif kind in ("response.completed", "response.incomplete"):
+                    final = event.response
+                elif kind == "response.failed":
+                    raise _stream_failure(getattr(event.response, "error", None))
+                elif kind == "error":
+                    raise _stream_failure(event)
+        except openai.APIStatusError as exc:
+            raise _status_error(exc) from exc
+        except openai.APIConnectionError as exc:
+            raise retryable_error(
+                f"{PROVIDER} request failed: {exc}", kind=FailureType.MODEL_PROVIDER_RETRYABLE
+            ) from exc
+        except (openai.APIResponseValidationError, json.JSONDecodeError) as exc:
+            raise malformed_reply(PROVIDER, f"{type(exc).__name__}: {exc}") from exc
+        except openai.APIError as exc:  # the SDK's word for an ``error`` event in the stream
+            raise _stream_failure(exc) from exc
+        if final is None:  # the connection closed before the response did
+            raise retryable_error(
+                f"{PROVIDER} stream ended before response.completed", kind=FailureType.MODEL_PROVIDER_RETRYABLE
+            )
+        return from_responses_reply(final)
+
+
+def _stream_failure(error: Any) -> ApplicationError:
+    """A failure the API reports inside the stream (``error`` / ``response.failed``): retried,
+    as the API's own mid-stream failures are transient (overload, server errors)."""
+    code = getattr(error, "code", None)
+    message = getattr(error, "message", None) or "the response failed"
+    return retryable_error(
+        f"{PROVIDER} stream failed: {message}" + (f" ({code})" if code else ""),
+        kind=FailureType.MODEL_PROVIDER_RETRYABLE,
+    )
 
 
 # -- request -------------------------------------------------------------------------

@@ -84,9 +84,12 @@ class ScriptedProvider:
                 f"register_script({request.model!r}, turns) in the module that defines the agent",
                 kind=FailureType.CONFIGURATION,
             )
-        position = len(request.messages)
+        position = len(request.messages) if request.position is None else request.position
         if callable(script):
             turn = script(request.messages)
+        elif position != len(request.messages):  # a context policy cut the transcript: count by step
+            played = max(request.step - 1, 0)
+            turn = script[played] if played < len(script) else ScriptedTurn(text="Done.")
         else:
             played = sum(1 for m in request.messages if m.role == Role.ASSISTANT)
             turn = script[played] if played < len(script) else ScriptedTurn(text="Done.")

@@ -92,6 +92,22 @@ class RecordChecks(ConformanceBase):
                 [assistant(9)],
             )  # a gap
 
+    def test_append_new_writes_only_where_the_session_holds_no_message_yet(self, stores: StoreHandles) -> None:
+        """What a model turn is stored with: a second writer at the same position (an attempt
+        Temporal gave up on, still running) neither replaces nor repeats the first one's turn."""
+        store = stores()
+        grow(store, "a", 1)
+        header = latest(store, "a")
+        at = header.message_count
+        grown = header.model_copy(update={"message_count": at + 1, "step_index": 2, "updated_at": None})
+        assert store.append_new(grown, at, [assistant(7)]) is True
+        first = loaded(store, "a")
+        assert store.append_new(grown, at, [assistant(8)]) is False  # the other attempt's turn: refused
+        assert store.append_new(grown, at, [assistant(7)]) is False  # even the same one writes nothing
+        assert loaded(store, "a").messages == first.messages and first.messages[at] == assistant(7)
+        assert store.append_new(Checkpoint(session_id="new", messages=[]).header(), 0, []) is True
+        assert store.load_header("new") is not None
+
     @requires("history")
     def test_a_retried_write_adds_no_history_entry(self, stores: StoreHandles) -> None:
         store = stores()

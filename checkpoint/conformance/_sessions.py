@@ -103,6 +103,48 @@ class SessionChecks(ConformanceBase):
         store.prune(timedelta(days=1))
         assert store.history("stale") == [] and len(store.history("fresh")) == 2
 
+    # -- sub-agent sessions go with their parent ---------------------------------------------
+    def test_delete_drops_the_sessions_sub_agent_sessions_too(self, stores: StoreHandles) -> None:
+        store = stores()
+        long_parent = "p" * 899  # its children's ids are hashed (activities.subagents.subagent_session_id)
+        for parent in ("a", long_parent):
+            grow(store, parent, 1)
+            child = _subagent(store, parent, 3)
+            grandchild = _subagent(store, child, 4)
+            _subagent(store, parent, 5)
+            store.delete(parent)
+            assert store.load_header(child) is None and store.load_header(grandchild) is None
+        grow(store, "a/3", 1)  # a session named like a sub-agent's but of no parent: not a child of "a"
+        grow(store, "a", 1)
+        store.delete("a")
+        assert [s.session_id for s in store.list_sessions()] == ["a/3"]
+
+    def test_prune_drops_sub_agent_sessions_only_with_their_parent(self, stores: StoreHandles) -> None:
+        store = stores()
+        old = T0
+        grow(store, "live", 1, at=old)
+        live_child = _subagent(store, "live", 3, at=old)
+        grow(store, "waits", 1, at=old)
+        _waiting(store, "waits")
+        waits_child = _subagent(store, "waits", 3, at=old)
+        grow(store, "recent", 1)
+        recent_child = _subagent(store, "recent", 3, at=old)  # old itself: its parent is not
+        grow(store, "gone", 1, at=old)
+        gone_child = _subagent(store, "gone", 3, at=old)
+        gone_grandchild = _subagent(store, gone_child, 2, at=old)
+        assert store.prune(timedelta(days=1), keep=["live"]) == 3
+        assert {s.session_id for s in store.list_sessions()} == {
+            "live", live_child, "waits", waits_child, "recent", recent_child,
+        }  # fmt: skip
+        assert store.load_header(gone_grandchild) is None
+        # a child waiting for approval keeps its (old) parent, as the parent waits with it
+        grow(store, "p2", 1, at=old)
+        child = _subagent(store, "p2", 3, at=old)
+        _waiting(store, child)
+        assert store.prune(timedelta(days=1), keep=["live"]) == 0
+        assert store.load_header("p2") is not None
+        assert store.prune(timedelta(days=1), include_waiting=True) == 6  # all but "recent" and its child
+
     @requires("concurrent")
     def test_concurrent_saves_of_different_sessions(
         self, stores: StoreHandles, store_capabilities: StoreCapabilities
@@ -116,3 +158,29 @@ class SessionChecks(ConformanceBase):
             assert cp.step_index == 15 and len(cp.messages) == 17
             if store_capabilities.history:
                 assert [e.step for e in first.history(f"s{n}", limit=3)] == [15, 14, 13]
+
+
+def _subagent(store, parent: str, position: int, at: datetime | None = None) -> str:
+    """A sub-agent session of ``parent`` (its id as the worker makes it), saved at ``at``."""
+    from durable_agents.activities.subagents import subagent_session_id
+
+    sid = subagent_session_id(parent, position)
+    store.save(
+        Checkpoint(
+            session_id=sid,
+            messages=[Message.user("task")],
+            parent_session_id=parent,
+            parent_tool_call_id=f"call_{position}",
+            updated_at=at,
+        )
+    )
+    return sid
+
+
+def _waiting(store, sid: str) -> None:
+    header = store.load_header(sid)
+    store.append(
+        header.model_copy(update={"status": CheckpointStatus.AWAITING_APPROVAL, "approval_id": "ap-1"}),
+        header.message_count,
+        [],
+    )

@@ -59,6 +59,7 @@ from durable_agents.checkpoint.stores._common import (
 )
 from durable_agents.checkpoint.stores._sql_events import SqlEvents
 from durable_agents.checkpoint.stores._sql_writes import SqlWrites
+from durable_agents.checkpoint.stores._subagents import prune_keep, subagent_sessions
 from durable_agents.checkpoint.stores.base import DEFAULT_HISTORY_LIMIT, CheckpointStore, TranscriptTail
 
 
@@ -270,6 +271,10 @@ class SqlStore(SqlEvents, SqlWrites, CheckpointStore):
 
     # -- management ---------------------------------------------------------
     def delete(self, session_id: str, keep_history: bool = False) -> None:
+        for sid in [*reversed(subagent_sessions(self, session_id)), session_id]:  # its sub-agents' too
+            self._delete_one(sid, keep_history)
+
+    def _delete_one(self, session_id: str, keep_history: bool) -> None:
         with self._open(session_id):
             self._session_row(session_id, lock=True)
             self._run("DELETE FROM sessions WHERE session_id = ?", (session_id,))
@@ -283,6 +288,7 @@ class SqlStore(SqlEvents, SqlWrites, CheckpointStore):
     def prune(
         self, older_than: timedelta | datetime, *, keep: Collection[str] = (), include_waiting: bool = False
     ) -> int:
+        keep = prune_keep(self, cutoff_of(older_than), keep, include_waiting)  # sub-agent sessions go with their parent
         cutoff = self.dialect.to_db_time(cutoff_of(older_than))
         with self._open():
             waiting = "" if include_waiting else f" AND status <> '{CheckpointStatus.AWAITING_APPROVAL.value}'"

@@ -58,6 +58,15 @@ class SqlWrites:
             row = self._session_row(header.session_id, lock=True)
             self._append(row, header, start, [m.to_json() for m in messages])
 
+    def append_new(self, header: CheckpointHeader, start: int, messages: list[Message]) -> bool:
+        header = stamped(header, start, messages)
+        with self._open(header.session_id):
+            row = self._session_row(header.session_id, lock=True)
+            if row is not None and row[1] > start:  # another writer's message is there: it stands
+                return False
+            self._append(row, header, start, [m.to_json() for m in messages])
+        return True
+
     def _append(self, row: tuple[int, int] | None, header: CheckpointHeader, start: int, bodies: list[str]) -> None:
         sid = header.session_id
         transcript_id, existing, changed = self._transcript_for(row, sid, start, bodies)

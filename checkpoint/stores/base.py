@@ -172,6 +172,20 @@ class CheckpointStore(ABC):
         adds no history entry.
         """
 
+    def append_new(self, header: CheckpointHeader, start: int, messages: list[Message]) -> bool:
+        """``append``, only if the session holds no message at ``start`` yet (a new session, or
+        one of exactly ``start`` messages); else write nothing and return False.
+
+        What a model activity stores its turn with: an attempt Temporal gave up on (timed out,
+        its worker cut off) may still be running when its retry stores the step's turn; its own
+        turn must not replace the one the run acted on. This default checks, then appends (two
+        calls); the shipped stores do both in one transaction."""
+        current = self.load_header(header.session_id)
+        if current is not None and current.message_count > start:
+            return False
+        self.append(header, start, messages)
+        return True
+
     # Tool markers are keyed by the transcript position of the call's result:
     # call ``i`` of an assistant turn at position ``p`` has its result at
     # ``p + 1 + i``. Never by the model's call id alone (models and compatible

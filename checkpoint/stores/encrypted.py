@@ -220,6 +220,10 @@ class EncryptedStore(CheckpointStore):
             sealed = self._keep_equal(header.session_id, start, messages, sealed)
         self.inner.append(self._seal_fields(header), start, sealed)
 
+    def append_new(self, header: CheckpointHeader, start: int, messages: list[Message]) -> bool:
+        # only positions the store does not hold yet are written: none to keep equal
+        return self.inner.append_new(self._seal_fields(header), start, [self._seal_message(m) for m in messages])
+
     def _keep_equal(self, session_id: str, start: int, messages: list[Message], sealed: list[Message]) -> list[Message]:
         """Positions the store holds already keep their stored bytes when their content is
         the same: a message sealed with an older key must not look changed (a changed

@@ -72,6 +72,7 @@ from durable_agents.checkpoint.stores._files import (
     open_identity,
     safe_name,
 )
+from durable_agents.checkpoint.stores._subagents import prune_keep, subagent_sessions
 from durable_agents.checkpoint.stores.base import DEFAULT_HISTORY_LIMIT, CheckpointStore, TranscriptTail
 
 __all__ = ["FileStore", "safe_name"]
@@ -204,6 +205,16 @@ class FileStore(FileEvents, FileRecords, CheckpointStore):
         with self._locked(name):
             self._append(name, header, start, [m.to_json() for m in messages])
 
+    def append_new(self, header: CheckpointHeader, start: int, messages: list[Message]) -> bool:
+        header = stamped(header, start, messages)
+        name = safe_name(header.session_id)
+        with self._locked(name):
+            current = self._read_session(name)
+            if current is not None and current[0].message_count > start:  # another writer's message stands
+                return False
+            self._append(name, header, start, [m.to_json() for m in messages])
+        return True
+
     def _append(self, name: str, header: CheckpointHeader, start: int, bodies: list[str]) -> None:
         current, end, lines = self._read_session(name), start + len(bodies), []
         count = current[0].message_count if current else 0
@@ -327,6 +338,10 @@ class FileStore(FileEvents, FileRecords, CheckpointStore):
             self._input_path(session_id, token).unlink(missing_ok=True)
 
     def delete(self, session_id: str, keep_history: bool = False) -> None:
+        for sid in [*reversed(subagent_sessions(self, session_id)), session_id]:  # its sub-agents' too
+            self._delete_one(sid, keep_history)
+
+    def _delete_one(self, session_id: str, keep_history: bool) -> None:
         name = safe_name(session_id)
         for stale in (self.directory / "inputs").glob(f"{name}--*.json"):
             stale.unlink(missing_ok=True)
@@ -341,6 +356,7 @@ class FileStore(FileEvents, FileRecords, CheckpointStore):
     def prune(
         self, older_than: timedelta | datetime, *, keep: Collection[str] = (), include_waiting: bool = False
     ) -> int:
+        keep = prune_keep(self, cutoff_of(older_than), keep, include_waiting)  # sub-agent sessions go with their parent
         cutoff, gone, kept_names = cutoff_of(older_than), 0, {safe_name(s) for s in keep}
         names = {
             p.name.rsplit(".", 1)[0] for kind in ("sessions", "history") for p in (self.directory / kind).glob("*.json")

@@ -30,7 +30,7 @@ import sys
 from collections.abc import Sequence
 
 from durable_agents.checkpoint.errors import CheckpointNotFoundError, ConfigurationError, DurableAgentsError
-from durable_agents.cli import approvals, fork, inspect, production, runs, server, store
+from durable_agents.cli import approvals, deploys, fork, inspect, production, runs, server, store
 from durable_agents.cli._common import (
     STORE_ENCRYPTION_ENV,
     STORE_ENV,
@@ -87,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="what a run's summary in the Temporal UI says (default: agent-only with encryption, else first-line)",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (server, runs, approvals, inspect, fork, store, production):
+    for module in (server, runs, approvals, inspect, fork, store, production, deploys):
         module.register(sub)
     return parser
 
@@ -110,6 +110,9 @@ async def _dispatch(args: argparse.Namespace) -> int:
         opened = getattr(args, "_store", None)
         if opened is not None:
             opened.close()
+        traces = getattr(args, "_tracer_provider", None)
+        if traces is not None:  # a worker's: export the spans still batched (entry() skips atexit hooks)
+            traces.shutdown()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -80,7 +80,8 @@ class LiveText:
             self._line(f"{indent}  {mark} {label}   {event.name} [{event.tool_call_id}] {result[:70]}")
         elif isinstance(event, ApprovalRequested):
             call = ToolCall(id=event.tool_call_id, name=event.tool_name, arguments=event.arguments)
-            self._line(f"{indent}  ⏸ approval  {call_text(call)} needs approval {event.approval_id}")
+            where = f" (in sub-agent session {event.subagent_session_id})" if event.subagent_session_id else ""
+            self._line(f"{indent}  ⏸ approval  {call_text(call)} needs approval {event.approval_id}{where}")
         elif isinstance(event, ApprovalDecided):
             verdict = "approved" if event.approved else "rejected"
             who = f" by {event.decided_by}" if event.decided_by else ""
@@ -89,8 +90,11 @@ class LiveText:
         elif isinstance(event, Drift):
             self._line(f"{indent}  ! agent changed since the checkpoint: {event.description}")
         elif isinstance(event, SubAgentStarted):
+            goes = " goes on" if event.resumed else ""
             self._line(
-                f"{indent}  ↳ sub-agent {event.agent or ''} session {event.child_session_id}".replace("  ", " ", 1)
+                f"{indent}  ↳ sub-agent {event.agent or ''} session {event.child_session_id}{goes}".replace(
+                    "  ", " ", 1
+                )
             )
         elif isinstance(event, SubAgentEvent):
             self.show(event.event, indent + "    ")

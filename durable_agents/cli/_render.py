@@ -45,6 +45,9 @@ def call_text(call: ToolCall, width: int = 60) -> str:
 
 def render_message(message: Message, marks: dict[str, str] | None = None) -> list[str]:
     """One message as lines; ``marks`` annotates tool calls by id (e.g. awaiting approval)."""
+    if message.role == Role.SYSTEM and message.summary is not None:  # a context policy's summary
+        covered = f"messages {message.summary.start}–{message.summary.end - 1}"
+        return [f"  summary    ({covered}) {_short(message.content or '', 80)}"]
     if message.role == Role.SYSTEM:
         return [f"  system     {_short(message.content or '')}"]
     if message.role == Role.USER:
@@ -228,6 +231,9 @@ def render_checkpoint(
         head.append(f"state     {_short(json.dumps(cp.business_state, default=str), 90)}")
     if cp.parent_session_id is not None:
         head.append(f"parent    {cp.parent_session_id} (its call {cp.parent_tool_call_id} runs this sub-agent)")
+    if cp.build is not None:  # Worker Versioning: the build its runs are on, and how it got there
+        moved = f"   migrated from {cp.migrations[-1].from_build or '(no build)'}" if cp.migrations else ""
+        head.append(f"build     {cp.build.canonical} ({cp.build.versioning}){moved}")
     marks = {
         c.id: "… result recorded, appended once the calls before it have theirs"
         if c.id in recorded

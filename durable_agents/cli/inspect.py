@@ -11,7 +11,9 @@ import argparse
 
 from durable_agents._outcomes import pending_from_store
 from durable_agents.checkpoint.compare import compare_trajectories, format_comparison
-from durable_agents.checkpoint.format import CheckpointStatus, FinishReason
+from durable_agents.checkpoint.context import sent_messages, step_position
+from durable_agents.checkpoint.errors import CheckpointNotFoundError
+from durable_agents.checkpoint.format import Checkpoint, CheckpointStatus, FinishReason, Role
 from durable_agents.cli._common import (
     add_ui_flag,
     command_prefix,
@@ -22,7 +24,14 @@ from durable_agents.cli._common import (
     ui_link,
     unknown_session,
 )
-from durable_agents.cli._render import history_table, pending_positions, render_checkpoint, sessions_table
+from durable_agents.cli._render import (
+    history_table,
+    pending_positions,
+    plural,
+    render_checkpoint,
+    render_message,
+    sessions_table,
+)
 from durable_agents.cli._subagents import subagent_lines
 
 STATUSES = [s.value for s in CheckpointStatus]
@@ -38,6 +47,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     show = sub.add_parser("show", help="a session's transcript: turns, tool calls, results, pending approval")
     show.add_argument("session")
     show.add_argument("--json", action="store_true", help="print the checkpoint (the documented format)")
+    show.add_argument(
+        "--as-sent",
+        type=positive_int,
+        metavar="STEP",
+        help="the messages the model was sent for step STEP, as the run's context policy cut them",
+    )
     add_ui_flag(show)
     show.set_defaults(func=cmd_show)
 
@@ -81,6 +96,8 @@ def _aborted(store, found: list) -> set[str]:
 
 async def cmd_show(args: argparse.Namespace) -> int:
     checkpoint = load_checkpoint(args, args.session)
+    if args.as_sent is not None:
+        return _show_as_sent(args, checkpoint)
     if args.json:
         print(checkpoint.to_json())
         return 0
@@ -92,6 +109,37 @@ async def cmd_show(args: argparse.Namespace) -> int:
     link = ui_link(args, args.session)
     if link:
         print(f"Temporal UI: {link}")
+    return 0
+
+
+def _show_as_sent(args: argparse.Namespace, checkpoint: Checkpoint) -> int:
+    """The request of one step, rebuilt from the checkpoint by the code that built it."""
+    messages = checkpoint.messages
+    position = step_position(messages, args.as_sent)
+    if position is None:
+        steps = sum(1 for m in messages if m.role == Role.ASSISTANT)
+        raise CheckpointNotFoundError(
+            f"session {args.session!r} has {plural(steps, 'step')}, no step {args.as_sent}",
+            session_id=args.session,
+            kept_steps=list(range(1, steps + 1)),
+        )
+    sent = sent_messages(messages, position)
+    window = messages[position].context
+    if args.json:
+        print_json(
+            {
+                "sessionId": args.session,
+                "step": args.as_sent,
+                "position": position,
+                "window": window.to_dict() if window is not None else None,
+                "messages": [m.model_copy(update={"context": None}).to_dict() for m in sent],
+            }
+        )
+        return 0
+    how = "cut by the run's context policy" if window is not None else "the whole transcript before it"
+    print(f"step {args.as_sent} (message {position}) was sent {plural(len(sent), 'message')}, {how}:")
+    for message in sent:
+        print("\n".join(render_message(message)))
     return 0
 
 

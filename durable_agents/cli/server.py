@@ -10,6 +10,7 @@ from pathlib import Path
 
 from durable_agents.checkpoint.stores import redact
 from durable_agents.cli._common import UsageError, codec_of, store_of
+from durable_agents.cli.deploys import add_versioning_flags, versioning_of
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -26,6 +27,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="an Agent (or list of Agents) to serve; repeatable",
     )
     _observability_args(worker)
+    _tuning_args(worker)
+    add_versioning_flags(worker)
     worker.set_defaults(func=cmd_worker)
 
     dev = sub.add_parser("dev", help="embedded Temporal server + a worker in one process")
@@ -38,6 +41,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     _server_args(dev)
     _observability_args(dev)
+    _tuning_args(dev)
+    add_versioning_flags(dev)
     dev.set_defaults(func=cmd_dev)
 
     demo = sub.add_parser("demo", help="start everything, run the example agent, stop everything (or --keep-running)")
@@ -74,10 +79,68 @@ def _observability_args(p: argparse.ArgumentParser) -> None:
         "--health-port", type=int, metavar="PORT", help="serve /healthz (liveness) and /readyz (polling) at :PORT"
     )
     p.add_argument(
+        "--otlp-endpoint",
+        metavar="URL",
+        help="export OpenTelemetry traces over OTLP/HTTP to URL (e.g. http://localhost:4318; default from "
+        "OTEL_EXPORTER_OTLP_ENDPOINT / OTEL_EXPORTER_OTLP_TRACES_ENDPOINT; needs durable-agents[otel])",
+    )
+    p.add_argument(
         "--observability-host",
         default="127.0.0.1",
         help="address the metrics and health endpoints listen on (default 127.0.0.1; 0.0.0.0 in a container)",
     )
+
+
+def _tuning_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("tuning (defaults fit one host; see bench/capacity.py)")
+    g.add_argument(
+        "--max-concurrent-activities",
+        type=int,
+        default=200,
+        metavar="N",
+        help="model calls, tools and store steps running at once (regular and local, each; default 200)",
+    )
+    g.add_argument(
+        "--max-cached-workflows",
+        type=int,
+        default=1000,
+        metavar="N",
+        help="runs kept in memory between steps; an evicted run replays its history on its next step (default 1000)",
+    )
+    g.add_argument("--pollers", default="5", metavar="N|auto", help="long-polls per task queue kind (default 5)")
+    g.add_argument(
+        "--sticky-timeout",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="after a worker dies, how long each run it had cached waits before another worker takes it (default 5)",
+    )
+
+
+def _tuning_of(args: argparse.Namespace) -> dict:
+    from datetime import timedelta
+
+    from durable_agents.checkpoint.errors import ConfigurationError
+
+    pollers = args.pollers
+    if pollers != "auto":
+        try:
+            pollers = int(pollers)
+        except ValueError:
+            raise ConfigurationError(f"--pollers {args.pollers}: use a number (1 or more) or 'auto'") from None
+    for flag, value in (("--max-concurrent-activities", args.max_concurrent_activities),
+                        ("--max-cached-workflows", args.max_cached_workflows)):  # fmt: skip
+        if value < (0 if flag == "--max-cached-workflows" else 1):
+            raise ConfigurationError(f"{flag} {value}: use a positive number")
+    if args.sticky_timeout <= 0:
+        raise ConfigurationError(f"--sticky-timeout {args.sticky_timeout:g}: use a positive number of seconds")
+    return {
+        "max_concurrent_activities": args.max_concurrent_activities,
+        "max_concurrent_local_activities": args.max_concurrent_activities,
+        "max_cached_workflows": args.max_cached_workflows,
+        "pollers": pollers,
+        "sticky_queue_timeout": timedelta(seconds=args.sticky_timeout),
+    }
 
 
 def _dev_server(args: argparse.Namespace, codec_endpoint: str | None = None):
@@ -154,15 +217,24 @@ async def run_worker(args: argparse.Namespace, address: str | None) -> int:
     from durable_agents.observability import metrics_runtime, serve_health
     from durable_agents.worker import build_worker
 
+    tuning = _tuning_of(args)  # wrong flags are refused before anything starts
     agents = [a for spec in args.agent for a in load_agents(spec)]
     store = durable_store(args)
     host = args.observability_host
     runtime = metrics_runtime(args.metrics_port, host) if args.metrics_port else None
+    traces = _tracer_provider(args)  # None unless --otlp-endpoint or OTEL_EXPORTER_OTLP_*ENDPOINT
     client = await connect(address, args.namespace, codec=codec_of(args), runtime=runtime)
-    worker = build_worker(client, agents=agents, store=store, task_queue=args.task_queue)
+    deployment, build_id = versioning_of(args)
+    worker = build_worker(
+        client, agents=agents, store=store, task_queue=args.task_queue, tracing=traces or False,
+        deployment=deployment, build_id=build_id, **tuning,
+    )  # fmt: skip
     names = ", ".join(a.name for a in agents)
     async with serve_health(worker, client, port=args.health_port, host=host, store=store, runtime=runtime) as health:
         print(f"worker for {names} on task queue {args.task_queue!r}, store {store.location}", flush=True)
+        versioned = worker.config().get("deployment_config")
+        if versioned is not None:
+            print(f"build {versioned.version.to_canonical_string()} (runs pinned to it)", flush=True)
         for line in _observability_lines(args, client):
             print(line, flush=True)
         async with worker:  # leaving it shuts down gracefully: running tools may finish
@@ -171,6 +243,19 @@ async def run_worker(args: argparse.Namespace, address: str | None) -> int:
             finally:
                 health.stopping = True  # /readyz says so while running tools finish
     return 0
+
+
+def _tracer_provider(args: argparse.Namespace):
+    """With ``--otlp-endpoint`` or the standard variables: the provider exporting the worker's spans."""
+    from durable_agents.tracing import configure, endpoint_from_env, traces_url
+
+    endpoint = getattr(args, "otlp_endpoint", None) or endpoint_from_env()
+    if not endpoint:
+        return None
+    args.otlp_traces_url = traces_url(endpoint) if args.otlp_endpoint else endpoint
+    # global: spans a tool makes itself (opentelemetry.trace.get_tracer) join the run's trace
+    args._tracer_provider = configure(endpoint if args.otlp_endpoint else None)  # shut down (flushed) at exit
+    return args._tracer_provider
 
 
 def _observability_lines(args: argparse.Namespace, client) -> list[str]:
@@ -183,6 +268,8 @@ def _observability_lines(args: argparse.Namespace, client) -> list[str]:
         lines.append(f"metrics at http://{host}:{args.metrics_port}/metrics")
     if args.health_port:
         lines.append(f"health at http://{host}:{args.health_port}/healthz and /readyz")
+    if getattr(args, "otlp_traces_url", None):
+        lines.append(f"traces to {args.otlp_traces_url} (OTLP/HTTP)")
     return lines
 
 

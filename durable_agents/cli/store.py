@@ -6,13 +6,16 @@ import argparse
 
 from durable_agents.checkpoint.errors import ConfigurationError, DurableAgentsError
 from durable_agents.checkpoint.format import CheckpointStatus
+from durable_agents.checkpoint.stores._subagents import subagent_sessions
 from durable_agents.cli._common import client_of, command_prefix, duration, live_run, load_header, store_of
 from durable_agents.cli._render import plural
 from durable_agents.workflows.contracts import AGENT_RUN_WORKFLOW
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    delete = sub.add_parser("delete", help="delete a session's checkpoint (and its history)")
+    delete = sub.add_parser(
+        "delete", help="delete a session's checkpoint (and its history), with its sub-agent sessions"
+    )
     delete.add_argument("session")
     delete.add_argument(
         "--keep-history",
@@ -24,7 +27,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     delete.set_defaults(func=cmd_delete)
 
-    prune = sub.add_parser("prune", help="delete sessions and history entries last saved before a cutoff")
+    prune = sub.add_parser(
+        "prune",
+        help="delete sessions and history entries last saved before a cutoff (a parent and its "
+        "sub-agent sessions go together, or stay together)",
+    )
     prune.add_argument(
         "--older-than",
         type=duration,
@@ -51,9 +58,17 @@ async def cmd_delete(args: argparse.Namespace) -> int:
             f"session {args.session!r} waits for approval {header.approval_id}: decide it first "
             f"({command_prefix(args)} approve|reject {args.session}), or delete it anyway with --force"
         )
+    parent = header.parent_session_id
+    if not args.force and parent is not None and store_of(args).load_header(parent) is not None:
+        raise DurableAgentsError(
+            f"session {args.session!r} is a sub-agent session of {parent!r} (its record of the call): "
+            f"delete {parent!r}, which deletes its sub-agent sessions too, or delete this one anyway with --force"
+        )
+    children = subagent_sessions(store_of(args), args.session)
     store_of(args).delete(args.session, keep_history=args.keep_history)
     kept = " (history kept)" if args.keep_history else ""
-    print(f"deleted session {args.session}{kept}")
+    also = f" and its {plural(len(children), 'sub-agent session')}" if children else ""
+    print(f"deleted session {args.session}{also}{kept}")
     return 0
 
 

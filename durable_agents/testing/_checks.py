@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from durable_agents.checkpoint.context import sent_messages, without_summaries
 from durable_agents.checkpoint.format import Checkpoint, Message, Role
 from durable_agents.testing._core import PROVIDER_CALLS, SIDE_EFFECTS, read_records
 
@@ -89,7 +90,12 @@ def check_guarantees(
     session_id = session_id or getattr(cp, "session_id", None)
     problems: list[str] = []
     calls, results = _check_transcript(messages, complete, problems)
-    _check_wire(messages, complete, problems)
+    _check_wire(without_summaries(messages, len(messages)), complete, problems)
+    for position, m in enumerate(messages):  # what each turn made under a context policy was sent
+        if m.role == Role.ASSISTANT and m.context is not None:
+            sent: list[str] = []
+            _check_wire(sent_messages(messages, position), True, sent)
+            problems += [f"the request of the turn at {position}: {p}" for p in sent]
     summary = GuaranteeSummary(session_id, len(messages), sum(m.role == Role.ASSISTANT for m in messages), len(calls))
     for call_id, result in results.items():
         body = _json(result.content)
@@ -119,7 +125,7 @@ def _check_transcript(messages: list[Message], complete: bool, problems: list[st
     turn_at, seen_other = -1, False
     for pos, m in enumerate(messages):
         if m.role == Role.SYSTEM:
-            if seen_other:
+            if seen_other and m.summary is None:  # (a context summary is stored where its turn went)
                 problems.append(f"system message at {pos} after the conversation started")
             continue
         if not seen_other and m.role != Role.USER:

@@ -62,6 +62,8 @@ class CrashWindow(StrEnum):
     """A sub-agent call's task is in the store (the start activity); its child run has not started."""
     AFTER_SUBAGENT_FINISHED = "after-subagent-finished"
     """A sub-agent's run has finished; the parent has not recorded the call's result."""
+    AFTER_CONTEXT_SUMMARY_STORED = "after-context-summary-stored"
+    """A ``SummarizeOlder`` policy's summary is committed; the turn's own model call has not happened."""
 
 
 _state: dict[str, Any] = {"log_dir": None, "window": None, "store": None}
@@ -201,7 +203,8 @@ class RecordingProvider:
     async def _record(self, request: ModelRequest) -> None:
         if self._inner is None:
             self._inner = ProviderRegistry().get(self.kind)
-        position, store, stored = len(request.messages), _state["store"], None
+        position = len(request.messages) if request.position is None else request.position
+        store, stored = _state["store"], None
         if store is not None:
             header = await asyncio.to_thread(store.load_header, request.session_id)
             stored = header is not None and header.message_count > position

@@ -49,11 +49,22 @@ class CrashingSqliteStore(SqliteStore):
 
     def append(self, header: CheckpointHeader, start: int, messages: list[Message]) -> None:
         super().append(header, start, messages)
+        self._after_append(header, start, messages)
+
+    def append_new(self, header: CheckpointHeader, start: int, messages: list[Message]) -> bool:
+        written = super().append_new(header, start, messages)
+        if written:
+            self._after_append(header, start, messages)
+        return written
+
+    def _after_append(self, header: CheckpointHeader, start: int, messages: list[Message]) -> None:
         last = messages[-1] if messages else None
         if last is not None and last.role == Role.ASSISTANT and last.tool_calls:
             self._crash(CrashWindow.AFTER_MODEL_TURN_STORED, header.session_id, position=start)
         if last is not None and last.role == Role.USER:
             self._crash(CrashWindow.AFTER_INPUT_STORED, header.session_id, position=start)
+        if last is not None and last.summary is not None:
+            self._crash(CrashWindow.AFTER_CONTEXT_SUMMARY_STORED, header.session_id, position=start)
 
     def put_run_input(self, session_id: str, token: str, messages: list[Message]) -> None:
         super().put_run_input(session_id, token, messages)  # in a worker: only a sub-agent's task

@@ -37,7 +37,9 @@ class WorkerProcess:
     each incarnation kills itself (once per session; markers in ``log_dir``).
     ``sticky_timeout``: seconds a workflow task waits on a dead incarnation's sticky
     queue before any worker may take it (Temporal's default, 10 s, only adds latency
-    after each kill); ``None`` keeps the default.
+    after each kill); ``None`` keeps the default. ``max_concurrent_activities``: the
+    worker's activity slots (``build_worker``'s default when ``None``); a worker with
+    every slot busy leaves a run's next activities to the other workers of its queue.
     """
 
     def __init__(
@@ -53,12 +55,14 @@ class WorkerProcess:
         cwd: str | Path | None = None,
         sticky_timeout: float | None = 1.0,
         env: dict[str, str] | None = None,
+        max_concurrent_activities: int | None = None,
     ) -> None:
         self.agents, self.address, self.store_url = list(agents), address, store_url
         self.task_queue, self.namespace = task_queue, namespace
         self.log_dir = Path(log_dir)
         self.crash_window = CrashWindow(crash_window) if crash_window else None
         self.cwd, self.sticky_timeout, self.env = Path(cwd or os.getcwd()), sticky_timeout, env or {}
+        self.max_concurrent_activities = max_concurrent_activities
         self.log_path = self.log_dir / f"worker-{task_queue}.log"
         self.proc: subprocess.Popen[bytes] | None = None
         self.pids: list[int] = []
@@ -87,6 +91,8 @@ class WorkerProcess:
             cmd += ["--crash-window", self.crash_window.value]
         if self.sticky_timeout:
             cmd += ["--sticky-timeout", str(self.sticky_timeout)]
+        if self.max_concurrent_activities:
+            cmd += ["--max-activities", str(self.max_concurrent_activities)]
         return cmd
 
     @property
@@ -235,6 +241,7 @@ async def _serve(args: argparse.Namespace) -> None:
     agents = [a for spec in args.agent for a in load_agents(spec)]
     client = await connect(args.address, args.namespace)
     sticky = timedelta(seconds=args.sticky_timeout) if args.sticky_timeout else timedelta(seconds=5)
+    slots = {"max_concurrent_activities": args.max_activities} if args.max_activities else {}
     worker = worker_module.build_worker(
         client,
         agents=agents,
@@ -242,6 +249,7 @@ async def _serve(args: argparse.Namespace) -> None:
         task_queue=args.task_queue,
         providers=recording_providers(),
         sticky_queue_timeout=sticky,
+        **slots,
     )
     async with worker:
         print(
@@ -263,6 +271,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     w.add_argument("--log-dir", required=True)
     w.add_argument("--crash-window", choices=[c.value for c in CrashWindow])
     w.add_argument("--sticky-timeout", type=float)
+    w.add_argument("--max-activities", type=int)
     args = parser.parse_args(argv)
     try:
         asyncio.run(_serve(args))

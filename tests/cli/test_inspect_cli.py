@@ -134,3 +134,23 @@ def test_prune_older_than(tmp_path):
 def test_read_commands_bad_arguments_exit_2(args, needle, tmp_path):
     cli = Cli(address="127.0.0.1:1", task_queue="unused", store_path=tmp_path / "empty.db")
     one_line_error(cli.inproc(*args), 2, needle)
+
+
+def test_delete_takes_a_parents_sub_agent_sessions_with_it_and_refuses_a_child_alone(cli):
+    """A sub-agent session is part of its parent's record: ``delete PARENT`` deletes it (and its
+    own sub-agents'); deleting it alone while its parent exists is refused without --force."""
+    parent = session_id("team")
+    child, grandchild = f"{parent}/3", f"{parent}/3/2"
+    store = SqliteStore(cli.store_path)
+    store.save(Checkpoint(session_id=parent, agent="lead", messages=[Message.user("go")], status="finished"))
+    for sid, of in ((child, parent), (grandchild, child)):
+        store.save(
+            Checkpoint(
+                session_id=sid, agent="writer", messages=[Message.user("task")], status="finished",
+                parent_session_id=of, parent_tool_call_id="call_1",
+            )
+        )  # fmt: skip
+    one_line_error(cli.inproc("delete", child), 1, f"is a sub-agent session of '{parent}'")
+    assert cli.ok("delete", parent).strip() == f"deleted session {parent} and its 2 sub-agent sessions"
+    assert [store.load_header(s) for s in (parent, child, grandchild)] == [None, None, None]
+    store.close()

@@ -66,7 +66,7 @@ async def test_soak_random_kills_keep_every_guarantee(env, make_worker):
                 await _sleep_unless(
                     rnd.uniform(0.3, 3.0),
                     lambda: any(
-                        (h := store.load_header(sid)) is not None and h.step_index >= SOAK_STEPS - 1 for sid in sids
+                        (h := store.load_header(sid)) is not None and h.step_index >= SOAK_STEPS - 2 for sid in sids
                     ),
                 )
             else:
@@ -114,4 +114,6 @@ async def test_soak_random_kills_keep_every_guarantee(env, make_worker):
     for where, n in windows.most_common():
         print(f"  {where:26} {n}")
     assert not violations, "\n".join(violations)
-    assert RUNS >= 50 and min(runs_by_kills) >= 1 and max(runs_by_kills) <= 3, runs_by_kills
+    # every run of a group is killed by its first kill unless it ended first (runs of one
+    # group progress unevenly on a loaded machine): nearly all runs must have been killed
+    assert RUNS >= 50 and runs_by_kills[0] <= RUNS // 10 and max(runs_by_kills) <= 3, runs_by_kills

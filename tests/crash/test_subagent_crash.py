@@ -14,6 +14,7 @@ import pytest
 
 from durable_agents import AgentClient
 from durable_agents.checkpoint import CheckpointStatus, FinishReason, Role, SqliteStore
+from durable_agents.events import SubAgentEvent
 from durable_agents.testing import SIDE_EFFECTS, CrashWindow, WorkerProcess, check_guarantees, read_records
 from tests.conftest import session_id
 from tests.crash.conftest import ROOT
@@ -67,7 +68,7 @@ async def _crash_case(env, make, window: CrashWindow, agent: str) -> str:
     client = AgentClient(env.client, store, worker.task_queue)
     sid = session_id()
     child = f"{sid}/3"
-    handle = await client.start(agent, "Rome", session_id=sid)
+    handle = await client.start(agent, "Rome", session_id=sid, stream=True)
     assert await worker.wait_exit(timeout=60) == -signal.SIGKILL, worker.log()[-2000:]
     (kill,) = worker.kills()
     assert (kill["window"], kill["session"]) == (
@@ -94,8 +95,23 @@ async def _crash_case(env, make, window: CrashWindow, agent: str) -> str:
     assert kid.executions[call_id] == expected
     assert store.run_input(child, "subagent-3") is None  # the child took its task (once)
     assert [m.role for m in store.load(child).messages].count(Role.USER) == 1
+    # the streamed parent wrote each event of the call once, whatever the retries, and a reader
+    # of its log gets the child's events nested, through the child's end
+    logged = [row.event() for row in store.read_events(sid)]
+    assert [e.type for e in logged if getattr(e, "position", None) == 3] == [
+        "tool-call-started",
+        "subagent-started",
+        "tool-call-finished",
+    ]
+    replayed = await asyncio.wait_for(_collect(client.watch(sid)), 60)
+    inner = [e.event for e in replayed if isinstance(e, SubAgentEvent) and e.child_session_id == child]
+    assert inner and inner[-1].type == "run-finished" and [e.type for e in inner].count("run-started") == 1
     store.close()
     return f"{window.value:26} {agent:16} child runs={len(runs)} look_up={kid.executions[call_id]}"
+
+
+async def _collect(events) -> list:
+    return [event async for event in events]
 
 
 async def test_every_moment_of_a_subagent_call_survives_a_sigkill(env, make_sub_worker):

@@ -77,6 +77,7 @@ async def test_payloads_written_before_encryption_pass_through():
         (f"{K1},{K1}", "key id 'k1' appears twice"),
         ("  ,  ", "no encryption key"),
     ],
+    ids=["no-colon", "no-material", "not-base64", "short", "bad-id", "twice", "blank"],
 )
 def test_malformed_key_material_says_the_expected_format(text, needle):
     with pytest.raises(ConfigurationError, match=needle) as refused:

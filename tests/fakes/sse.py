@@ -9,6 +9,8 @@ the events each streaming API sends (so the real SDKs' stream parsers read them)
 - OpenAI Chat Completions: ``chat.completion.chunk`` objects (the role first, then
   content and tool-call pieces by index, then the finish reason), a usage chunk
   without choices when ``stream_options.include_usage``, and ``data: [DONE]``.
+- OpenAI Responses (``"stream": true``): typed events with a ``sequence_number``,
+  from ``response.created`` to ``response.completed`` (see :func:`responses_frames`).
 
 Each frame comes with the text it carries (for the latency figures), "" if none.
 """
@@ -120,6 +122,54 @@ def openai_frames(body: dict[str, Any], size: int, include_usage: bool) -> list[
     return frames
 
 
+def responses_frames(body: dict[str, Any], size: int) -> list[Frame]:
+    """The Responses API's stream of ``body`` (a finished ``response``), as the API sends it:
+    ``response.created`` and ``response.in_progress`` (the response without output), then per
+    output item ``response.output_item.added`` (the item without its text or arguments), for a
+    message ``response.content_part.added`` / ``response.output_text.delta``… /
+    ``response.output_text.done`` / ``response.content_part.done``, for a function call
+    ``response.function_call_arguments.delta``… / ``…done``, ``response.output_item.done``
+    (the item whole: a reasoning item with its ``encrypted_content``), and
+    ``response.completed`` with the whole response and its usage."""
+    frames: list[Frame] = []
+
+    def add(data: dict[str, Any], text: str = "") -> None:
+        data = {**data, "sequence_number": len(frames)}
+        frames.append((_frame(data, data["type"]), text))
+
+    pending = {**body, "status": "in_progress", "output": [], "usage": None}
+    add({"type": "response.created", "response": pending})
+    add({"type": "response.in_progress", "response": pending})
+    for index, item in enumerate(body.get("output") or []):
+        kind = item.get("type")
+        opening = dict(item, status="in_progress")
+        if kind == "message":
+            opening["content"] = []
+        elif kind == "function_call":
+            opening["arguments"] = ""
+        elif kind == "reasoning":
+            opening = {k: v for k, v in item.items() if k != "encrypted_content"} | {"summary": []}
+        add({"type": "response.output_item.added", "output_index": index, "item": opening})
+        where = {"item_id": item.get("id"), "output_index": index}
+        if kind == "message":
+            for part_index, part in enumerate(item.get("content") or []):
+                at = {**where, "content_index": part_index}
+                empty = {**part, "text": ""} if part.get("type") == "output_text" else part
+                add({"type": "response.content_part.added", **at, "part": empty})
+                if part.get("type") == "output_text":
+                    for piece in pieces(part.get("text") or "", size):
+                        add({"type": "response.output_text.delta", **at, "delta": piece, "logprobs": []}, piece)
+                    add({"type": "response.output_text.done", **at, "text": part.get("text") or "", "logprobs": []})
+                add({"type": "response.content_part.done", **at, "part": part})
+        elif kind == "function_call":
+            for piece in pieces(item.get("arguments") or "", size):
+                add({"type": "response.function_call_arguments.delta", **where, "delta": piece})
+            add({"type": "response.function_call_arguments.done", **where, "arguments": item.get("arguments") or ""})
+        add({"type": "response.output_item.done", "output_index": index, "item": item})
+    add({"type": "response.completed", "response": body})
+    return frames
+
+
 def streamed(reply: Any, request: dict[str, Any], path: str, size: int, take_failure: Any) -> Any:
     """``reply`` as a stream when ``request`` asks for one (errors stay plain JSON, as the APIs send them)."""
     if not request.get("stream") or reply.status != 200 or not isinstance(reply.body, dict):
@@ -128,6 +178,8 @@ def streamed(reply: Any, request: dict[str, Any], path: str, size: int, take_fai
         frames = anthropic_frames(reply.body, size)
     elif path == "/v1/chat/completions":
         frames = openai_frames(reply.body, size, bool((request.get("stream_options") or {}).get("include_usage")))
+    elif path == "/v1/responses":
+        frames = responses_frames(reply.body, size)
     else:
         return reply
     return replace(reply, frames=frames, fail_after=take_failure())

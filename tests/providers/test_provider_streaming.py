@@ -141,3 +141,44 @@ async def test_openai_streams_from_a_server_that_refuses_stream_options(srv):
         (True, True),
         (False, True),
     ]
+
+
+@pytest.fixture
+async def responses(srv):
+    from durable_agents.activities.providers.openai_responses import OpenAIResponsesProvider
+
+    client = openai.AsyncOpenAI(base_url=srv.openai_base_url, api_key="test", max_retries=0)
+    yield OpenAIResponsesProvider(client)
+    await client.close()
+
+
+async def test_responses_streams_its_text_and_keeps_every_output_item_verbatim(responses, srv):
+    """The Responses API's stream (``response.output_text.delta``… ``response.completed``): the
+    deltas add up to the text, and the reasoning and function_call items are the served ones."""
+    calls = [("get_weather", {"city": "Paris"}, "call_1")]
+    srv.responses.reply_tool_calls(calls, text="Checking the sky over Paris.")
+    deltas: list[str] = []
+    streamed = await responses.generate_stream(request(), deltas.append)
+    [served] = srv.replies("/v1/responses")
+    assert srv.bodies("/v1/responses")[0]["stream"] is True and len(deltas) > 3
+    assert "".join(deltas) == "Checking the sky over Paris." == streamed.message.content
+    assert streamed.message.tool_calls == [ToolCall(id="call_1", name="get_weather", arguments={"city": "Paris"})]
+    opaque = [p.data for p in streamed.message.parts or [] if isinstance(p, OpaquePart)]
+    assert opaque == [i for i in served["output"] if i["type"] != "message"]  # reasoning with encrypted_content
+    assert opaque[0]["type"] == "reasoning" and opaque[0]["encrypted_content"]
+    srv.responses.reply_text(TEXT)
+    plain = await responses.generate(request())
+    assert plain.usage == streamed.usage and streamed.usage.input_tokens > 0 and streamed.usage.requests == 1
+
+
+async def test_responses_stream_failing_midway_or_refused_maps_like_the_others(responses, srv):
+    srv.responses.reply_text(TEXT)
+    srv.responses.fail_stream_after(10)  # created, in_progress, the reasoning item, the message's start, deltas
+    deltas: list[str] = []
+    with pytest.raises(ApplicationError) as info:
+        await responses.generate_stream(request(), deltas.append)
+    assert not info.value.non_retryable and 0 < len("".join(deltas)) < len(TEXT)
+    srv.responses.reply_error(400, "bad tool schema")
+    with pytest.raises(ApplicationError) as info:
+        await responses.generate_stream(request(), lambda _: None)
+    assert info.value.non_retryable and "bad tool schema" in info.value.message

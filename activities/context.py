@@ -1,0 +1,143 @@
+"""A run's context policy inside the model activity: the window to send, and the summary
+to make (and store) first when a ``SummarizeOlder`` policy asks for one.
+
+The cutting is :mod:`durable_agents.checkpoint.context` (pure, shared with
+``durable-agents show --as-sent``). A summary is one model call whose answer is
+stored at the turn's position as a ``system`` message marked ``summary``, before
+the turn's own call: a retried or resumed activity finds it there and reuses it
+(the turn then goes after it), so a summary is never generated (or paid for) twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import overload
+
+from durable_agents.activities import metrics
+from durable_agents.activities.deps import ActivityDeps
+from durable_agents.activities.providers.base import ModelRequest
+from durable_agents.activities.providers.registry import split_model_string
+from durable_agents.activities.transcript import repair_text
+from durable_agents.checkpoint.context import (
+    SummaryTask,
+    is_summary,
+    plan_context,
+    render_window,
+    summary_request,
+    without_summaries,
+)
+from durable_agents.checkpoint.context_policy import ContextSummary, ContextWindow, SummarizeOlder
+from durable_agents.checkpoint.format import FORMAT_VERSION, CheckpointHeader, Message, ModelSettings, Role, Usage
+
+
+@dataclass
+class Context:
+    """What the turn at ``position`` is sent (``messages``, cut as ``window`` says; None: no
+    policy), and the header to store it with (its usage counts a summary made first)."""
+
+    header: CheckpointHeader
+    position: int
+    messages: list[Message]
+    window: ContextWindow | None
+
+
+def summary_offset(header: CheckpointHeader, transcript: Sequence[Message], position: int) -> int:
+    """Where the turn of ``position`` goes: after the summary an earlier attempt stored there."""
+    if header.message_count > position and is_summary(transcript[position]):
+        return position + 1
+    return position
+
+
+async def build_context(
+    deps: ActivityDeps, header: CheckpointHeader, transcript: list[Message], position: int, step: int
+) -> Context:
+    config = header.run_config
+    assert config is not None
+    policy = config.context
+    if policy is None:  # everything (but summaries a policy made before: sent only in its windows)
+        sent = transcript[:position] if header.context_summary is None else without_summaries(transcript, position)
+        return Context(header, position, sent, None)
+    plan = plan_context(
+        transcript, position, policy, run_start=header.run_start_index, summary_at=header.context_summary
+    )
+    if plan.summarize is not None:
+        assert isinstance(policy, SummarizeOlder)
+        summary = await _summarize(deps, header, transcript, position, step, policy, plan.summarize)
+        header = header.model_copy(
+            update={
+                "message_count": position + 1,
+                "usage": header.usage + summary.usage,
+                "context_summary": position,
+                "format_version": FORMAT_VERSION,
+                "updated_at": None,
+            }
+        )
+        await deps.in_store(deps.store.append, header, position, [summary.message])
+        grown = _Extended(transcript, position, summary.message)
+        position += 1
+        plan = plan_context(grown, position, policy, run_start=header.run_start_index, summary_at=position - 1)
+        return Context(header, position, render_window(grown, plan.window), plan.window)
+    return Context(header, position, render_window(transcript, plan.window), plan.window)
+
+
+@dataclass
+class _Summary:
+    message: Message
+    usage: Usage
+
+
+async def _summarize(
+    deps: ActivityDeps,
+    header: CheckpointHeader,
+    transcript: Sequence[Message],
+    position: int,
+    step: int,
+    policy: SummarizeOlder,
+    task: SummaryTask,
+) -> _Summary:
+    assert header.run_config is not None
+    config = header.run_config
+    model_string = policy.model or config.model
+    provider_name, model = split_model_string(model_string)
+    run_settings = config.model_settings or ModelSettings()
+    settings = ModelSettings(max_tokens_param=run_settings.max_tokens_param, anthropic_cache=False)
+    request = ModelRequest(
+        model=model,
+        messages=summary_request(transcript, task, policy.instructions),
+        max_tokens=policy.summary_max_tokens,
+        settings=settings,
+        session_id=header.session_id,
+        step=step,
+        position=position,
+    )
+    response = await deps.providers.get(provider_name).generate(request)
+    metrics.model_turn(config.agent, model_string, response.usage)
+    text = repair_text((response.message.content or "").strip()) or "(the summariser returned no text)"
+    marker = ContextSummary(start=task.start, end=task.end, previous=task.previous, model=model_string)
+    return _Summary(Message(role=Role.SYSTEM, content=text, summary=marker), response.usage)
+
+
+class _Extended(Sequence[Message]):
+    """``transcript[:length]`` and one more message, without copying the transcript."""
+
+    def __init__(self, transcript: Sequence[Message], length: int, message: Message) -> None:
+        self._transcript, self._length, self._message = transcript, length, message
+
+    def __len__(self) -> int:
+        return self._length + 1
+
+    @overload
+    def __getitem__(self, index: int) -> Message: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Message]: ...
+    def __getitem__(self, index: int | slice) -> Message | Sequence[Message]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if index == self._length:
+            return self._message
+        if not 0 <= index < self._length:
+            raise IndexError(index)
+        return self._transcript[index]

@@ -1,0 +1,165 @@
+"""Our OpenTelemetry spans inside activities: model turns, tool calls, approval waits, store calls.
+
+Off unless the worker runs with ``durable_agents.tracing.interceptor()`` (``build_worker(tracing=…)``,
+``durable-agents worker --otlp-endpoint``): that interceptor sets :data:`TRACER` for the duration
+of each activity. Without it every helper here returns at once (one context-variable read), and
+``opentelemetry`` is not even imported.
+
+Spans carry ids, names, counts, durations and outcomes only: never a prompt, an argument, a
+result, a note or a failure message (a failed span's status names the exception's type).
+
+============================  ==================================================================
+``chat {model}``              a model turn: ``gen_ai.*`` (provider, model, input/output tokens,
+                              cache read/creation tokens), ``durable_agents.step``, ``.attempt``,
+                              ``.retries``, ``.replayed`` (the stored turn, no provider call),
+                              ``.model.latency_ms``, ``.tool_calls`` (how many the turn asks for)
+``execute_tool {tool}``       a tool call: ``gen_ai.tool.name``, ``gen_ai.tool.call.id``,
+                              ``durable_agents.tool.durability`` (``safe-to-retry`` |
+                              ``at-most-once``), ``.tool.attempt`` (the tool's invocation count),
+                              ``.attempt`` (the activity's), ``.tool.outcome`` (``result``,
+                              ``error``, ``recorded``, ``tool-durability-error``, …)
+``approval_wait {tool}``      from the pause's save to the decision's record:
+                              ``durable_agents.approval.id``, ``.decision`` (``approved`` |
+                              ``rejected``), ``.duration_s``
+``store.{operation}``         each store call an activity makes (``store.append``,
+                              ``store.record_tool_result``, ``store.transcript``, …)
+============================  ==================================================================
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span, Tracer
+
+    from durable_agents.activities.contracts import ApprovalDecision
+    from durable_agents.checkpoint.format import CheckpointHeader, RunConfig, ToolCall, Usage
+
+TRACER: ContextVar[Tracer | None] = ContextVar("durable_agents_tracer", default=None)
+"""The tracer of the running activity's worker; None: tracing is off (the default)."""
+
+PREFIX = "durable_agents."
+
+
+def on() -> bool:
+    return TRACER.get() is not None
+
+
+@contextlib.contextmanager
+def span(name: str, attributes: dict[str, Any] | None = None, tracer: Tracer | None = None) -> Iterator[Span | None]:
+    """A child span of the current one named ``name``, when tracing is on (else ``None``).
+
+    ``tracer``: default, the running activity's (:data:`TRACER`). An exception marks the span
+    failed with the exception's type only (its message may quote user text)."""
+    tracer = tracer or TRACER.get()
+    if tracer is None:
+        yield None
+        return
+    from opentelemetry.trace import Status, StatusCode
+
+    with tracer.start_as_current_span(
+        name, attributes=attributes, record_exception=False, set_status_on_exception=False
+    ) as current:
+        try:
+            yield current
+        except BaseException as e:
+            if not isinstance(e, GeneratorExit):
+                current.set_attribute("error.type", type(e).__name__)
+                current.set_status(Status(StatusCode.ERROR, type(e).__name__))
+            raise
+
+
+def annotate(**attributes: Any) -> None:
+    """Set ``durable_agents.<key>`` attributes on the current span (when tracing is on; None values skipped)."""
+    if TRACER.get() is not None:
+        annotate_span(**attributes)
+
+
+def annotate_span(**attributes: Any) -> None:
+    """:func:`annotate` on the current span, whoever made it (a client's span)."""
+    from opentelemetry import trace
+
+    current = trace.get_current_span()
+    for key, value in attributes.items():
+        if value is not None:
+            current.set_attribute(key if key.startswith("gen_ai.") else PREFIX + key, value)
+
+
+def store_call(fn: Callable[..., Any]) -> contextlib.AbstractContextManager[Span | None]:
+    """The span of one store call made by an activity (``ActivityDeps.in_store`` and friends)."""
+    if TRACER.get() is None:
+        return contextlib.nullcontext()
+    qualname = getattr(fn, "__qualname__", "") or ""
+    if "<locals>" in qualname:  # a closure writing several things at once: named after its function
+        name = qualname.split(".<locals>")[0].rsplit(".", 1)[-1]
+    else:
+        name = getattr(fn, "__name__", "call")
+    name = name.lstrip("_") or name
+    return span(f"store.{name}", {PREFIX + "store.operation": name})
+
+
+def model_of(config: RunConfig | None) -> None:
+    """The model turn's span gets the run's agent and model (once the checkpoint is read)."""
+    if TRACER.get() is None or config is None:
+        return
+    from opentelemetry import trace
+
+    provider, _, model = config.model.partition(":")
+    current = trace.get_current_span()
+    current.update_name(f"chat {model or provider}")
+    current.set_attributes(
+        {
+            "gen_ai.provider.name": provider,
+            "gen_ai.request.model": model or provider,
+            PREFIX + "agent": config.agent,
+        }
+    )
+
+
+def model_generated(usage: Usage, started: float) -> None:
+    """The provider answered (``started``: ``time.perf_counter()`` before the call)."""
+    if TRACER.get() is None:
+        return
+    from opentelemetry import trace
+
+    current = trace.get_current_span()
+    attributes: dict[str, Any] = {
+        "gen_ai.usage.input_tokens": usage.input_tokens,
+        "gen_ai.usage.output_tokens": usage.output_tokens,
+        PREFIX + "model.latency_ms": round((time.perf_counter() - started) * 1000, 3),
+    }
+    if usage.cache_read_tokens is not None:
+        attributes["gen_ai.usage.cache_read.input_tokens"] = usage.cache_read_tokens
+    if usage.cache_write_tokens is not None:
+        attributes["gen_ai.usage.cache_creation.input_tokens"] = usage.cache_write_tokens
+    current.set_attributes(attributes)
+
+
+def approval_waited(header: CheckpointHeader, decision: ApprovalDecision, call: ToolCall) -> None:
+    """A span for the wait that ``decision`` ends: from the pause's save (the header's time, while
+    the checkpoint still records the pause) to now. A retried record (the pause already cleared) adds none."""
+    tracer = TRACER.get()
+    if tracer is None or header.approval_id != decision.approval_id or header.updated_at is None:
+        return
+    paused = header.updated_at if header.updated_at.tzinfo else header.updated_at.replace(tzinfo=UTC)
+    now = datetime.now(UTC)
+    waited = max((now - paused).total_seconds(), 0.0)
+    outcome = "approved" if decision.approved else "rejected"
+    wait = tracer.start_span(
+        f"approval_wait {call.name}",
+        start_time=int(paused.timestamp() * 1e9),
+        attributes={
+            PREFIX + "approval.id": decision.approval_id,
+            PREFIX + "approval.decision": outcome,
+            PREFIX + "approval.duration_s": round(waited, 3),
+            "gen_ai.tool.name": call.name,
+            "gen_ai.tool.call.id": call.id,
+        },
+    )
+    wait.end(end_time=int(now.timestamp() * 1e9))

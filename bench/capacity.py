@@ -1,0 +1,114 @@
+"""Many sessions on one worker with a 1 s model: wall time against the ideal, steps/s, worker RSS.
+
+N sessions of --steps steps (a model turn that takes --model-seconds, then an
+instant tool) start at once on one in-process worker on the embedded server;
+the ideal wall time is steps × model seconds (every session's turns overlap).
+
+    .venv/bin/python bench/capacity.py [--sessions 50,100,200] [--steps 5] [--mode local,regular]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import resource
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _agents import LIMIT, InstantModel, noop
+from temporalio.client import Client
+
+from durable_agents import Agent, AgentClient, ModelRequest, ModelResponse, build_worker, register_provider
+from durable_agents.checkpoint import SqliteStore
+from durable_agents.connection import data_converter
+from durable_agents.devserver import DevServer
+
+MODEL_SECONDS = {"value": 1.0}
+
+
+class SecondModel(InstantModel):
+    """``second:`` — the bench's instant model after ``--model-seconds`` of waiting (a provider's latency)."""
+
+    async def generate(self, request: ModelRequest) -> ModelResponse:
+        await asyncio.sleep(MODEL_SECONDS["value"])
+        return await super().generate(request)
+
+
+register_provider("second", SecondModel)
+
+
+def rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sessions", default="50,100,200")
+    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--model-seconds", type=float, default=1.0)
+    parser.add_argument("--mode", default="local,regular")
+    parser.add_argument("--model-heartbeat", type=float, help="Agent(model_heartbeat_timeout=…) (default: the default)")
+    parser.add_argument("--activities", type=int, default=200, help="build_worker(max_concurrent_activities=…)")
+    parser.add_argument("--pollers", default="auto", help="build_worker(pollers=…): 'auto' or a number")
+    parser.add_argument("--workflow-tasks", type=int, default=100, help="build_worker(max_concurrent_workflow_tasks=…)")
+    opts = parser.parse_args()
+    LIMIT["steps"] = opts.steps - 1  # tool steps; the last model turn answers
+    MODEL_SECONDS["value"] = opts.model_seconds
+    ideal = opts.steps * opts.model_seconds
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp, DevServer(ui=False, db_file=None) as server:
+        client = await Client.connect(server.address, data_converter=data_converter())
+        store = SqliteStore(Path(tmp) / "store.db")
+        agents = [
+            Agent(
+                name=f"cap-{m}",
+                model="second:m",
+                tools=[noop],
+                max_steps=1000,
+                local_activities=m == "local",
+                **({"model_heartbeat_timeout": opts.model_heartbeat} if opts.model_heartbeat else {}),
+            )
+            for m in ("local", "regular")
+        ]
+        queue = f"capacity-{uuid.uuid4().hex[:6]}"
+        pollers = opts.pollers if opts.pollers == "auto" else int(opts.pollers)
+        tuning = {
+            "pollers": pollers,
+            "max_concurrent_workflow_tasks": opts.workflow_tasks,
+            "max_concurrent_activities": opts.activities,
+            "max_concurrent_local_activities": opts.activities,
+        }
+        print(f"worker: {tuning}", flush=True)
+        async with build_worker(client, agents=agents, store=store, task_queue=queue, **tuning):
+            da = AgentClient(client, store, queue)
+            await asyncio.gather(
+                *(da.send(f"cap-{m}", "warm up", session_id=f"warm-{m}") for m in ("local", "regular"))
+            )
+            for mode in opts.mode.split(","):
+                for n in (int(x) for x in opts.sessions.split(",")):
+                    started = time.perf_counter()
+                    results = await asyncio.gather(
+                        *(da.send(f"cap-{mode}", "go", session_id=f"cap-{uuid.uuid4().hex[:10]}") for _ in range(n))
+                    )
+                    wall = time.perf_counter() - started
+                    steps = sum(r.steps for r in results)
+                    rows.append((mode, n, wall, wall / ideal, steps / wall, rss_mb()))
+                    print(
+                        f"{mode:8} {n:4} sessions: {wall:6.1f} s ({wall / ideal:.2f}× ideal), "
+                        f"{steps / wall:5.1f} steps/s, RSS {rss_mb():.0f} MB",
+                        flush=True,
+                    )
+        store.close()
+    print(f"\n{opts.steps} steps per session, {opts.model_seconds:g} s model; ideal wall {ideal:g} s")
+    print(f"{'mode':8} {'sessions':>8} {'wall s':>7} {'× ideal':>8} {'steps/s':>8} {'RSS MB':>7}")
+    for mode, n, wall, ratio, rate, rss in rows:
+        print(f"{mode:8} {n:8} {wall:7.1f} {ratio:8.2f} {rate:8.1f} {rss:7.0f}")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

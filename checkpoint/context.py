@@ -1,0 +1,323 @@
+"""Cutting a transcript down to what one model request carries, and reading it back.
+
+Pure functions over a transcript (no Temporal, no LLM SDK), used by the model
+activity to build each request and by ``durable-agents show --as-sent`` to print
+it: the same code both ways, so the printed request is the one that was sent.
+
+Cost: a plan looks at the transcript's head (its leading system messages and the
+run's first user message) and walks back from its end only as far as the policy
+keeps, so a step's work is bounded by what is sent, not by the session's length.
+The newest context summary is found through the checkpoint's ``contextSummary``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from durable_agents.checkpoint.context_policy import (
+    DEFAULT_SUMMARY_INSTRUCTIONS,
+    ContextWindow,
+    KeepLastTurns,
+    SummarizeOlder,
+    TokenBudget,
+)
+from durable_agents.checkpoint.format import Message, Role
+from durable_agents.checkpoint.parts import DocumentPart, ImagePart, OpaquePart
+
+__all__ = [
+    "SUMMARY_HEADING",
+    "ContextPlan",
+    "SummaryTask",
+    "estimate_tokens",
+    "is_summary",
+    "plan_context",
+    "render_window",
+    "sent_messages",
+    "step_position",
+    "summary_request",
+    "without_summaries",
+]
+
+SUMMARY_HEADING = "Summary of the earlier conversation (its older turns are not shown):"
+"""How a context summary is introduced when it is sent (as a ``system`` message)."""
+IMAGE_TOKENS = 1600
+"""The estimate for an image or a PDF page's worth of document (providers count them by size)."""
+MESSAGE_TOKENS = 4
+"""The estimate of a message's own framing (role, separators)."""
+SUMMARY_INPUT_CHARS = 4000
+"""Each message's text is cut to this many characters in a summary request."""
+
+
+def is_summary(message: Message) -> bool:
+    return message.summary is not None and message.role == Role.SYSTEM
+
+
+def estimate_tokens(message: Message) -> int:
+    """About 4 characters a token over the message's text, tool calls and parts (images
+    and documents at a flat :data:`IMAGE_TOKENS`): an estimate, not a provider's tokenizer."""
+    chars = len(message.content or "")
+    for call in message.tool_calls or []:
+        chars += len(call.name) + len(json.dumps(call.arguments, separators=(",", ":"), default=str))
+    tokens = 0
+    for part in message.parts or []:
+        if isinstance(part, ImagePart | DocumentPart) and not (isinstance(part, DocumentPart) and part.text):
+            tokens += IMAGE_TOKENS
+        elif isinstance(part, DocumentPart) and part.text:
+            chars += len(part.text)
+        elif isinstance(part, OpaquePart):
+            chars += len(json.dumps(part.data, default=str))
+    return MESSAGE_TOKENS + tokens + (chars + 3) // 4
+
+
+@dataclass(frozen=True)
+class SummaryTask:
+    """A summary to make before the request: of ``ranges`` (transcript order), together
+    with the summary at ``previous``; it will stand for ``[start, end)``."""
+
+    start: int
+    end: int
+    ranges: list[tuple[int, int]]
+    previous: int | None = None
+
+
+@dataclass(frozen=True)
+class ContextPlan:
+    window: ContextWindow
+    """What the request is made of (with a summary to make: the window without it)."""
+    summarize: SummaryTask | None = None
+
+
+def plan_context(
+    messages: Sequence[Message],
+    end: int,
+    policy: KeepLastTurns | TokenBudget | SummarizeOlder,
+    *,
+    run_start: int | None = None,
+    summary_at: int | None = None,
+) -> ContextPlan:
+    """The window of ``messages[:end]`` that ``policy`` sends for the turn at ``end``.
+
+    Always sent: the leading system messages and the run's first user message (the first
+    user message from ``run_start``, the checkpoint's ``runStartIndex``; else the session's
+    first). Tails start at a user or assistant message, so a turn's tool results are never
+    cut from it. ``summary_at`` is the checkpoint's ``contextSummary``: the newest summary
+    (only :class:`SummarizeOlder` sends one).
+    """
+    head = _head_end(messages, end)
+    anchor = _anchor(messages, end, run_start, head)
+    summary = _newest_summary(messages, end, summary_at) if isinstance(policy, SummarizeOlder) else None
+    floor = head
+    if summary is not None:
+        marker = messages[summary].summary
+        assert marker is not None
+        floor = min(max(head, marker.end), end)
+    fixed = [i for i in (*range(head), summary, anchor) if i is not None]
+    if isinstance(policy, KeepLastTurns):
+        start = _cut_turns(messages, floor, end, policy.turns)
+    elif isinstance(policy, TokenBudget):
+        start = _cut_tokens(messages, floor, end, policy.max_tokens, fixed)
+    else:
+        start, task = _summarize_older(messages, floor, end, policy, fixed, summary)
+        if task is not None:
+            return ContextPlan(window=_window(messages, head, summary, anchor, start, end), summarize=task)
+    return ContextPlan(window=_window(messages, head, summary, anchor, start, end))
+
+
+def _summarize_older(
+    messages: Sequence[Message],
+    floor: int,
+    end: int,
+    policy: SummarizeOlder,
+    fixed: list[int],
+    summary: int | None,
+) -> tuple[int, SummaryTask | None]:
+    """Everything since the summary, or (past the policy's limit) a summary to make first."""
+    if policy.max_turns is not None:
+        over = _cut_turns(messages, floor, end, policy.max_turns) > floor
+    else:
+        assert policy.max_tokens is not None
+        over = _cut_tokens(messages, floor, end, policy.max_tokens, fixed) > floor
+    if not over:
+        return floor, None
+    if policy.keep_turns is not None and policy.max_turns is not None:
+        keep = _cut_turns(messages, floor, end, policy.keep_turns)
+        lower = _cut_turns(messages, floor, keep, policy.max_turns)  # a bounded input, however late enabled
+    else:
+        assert policy.keep_tokens is not None and policy.max_tokens is not None
+        keep = _cut_tokens(messages, floor, end, policy.keep_tokens, fixed)
+        lower = _cut_tokens(messages, floor, keep, policy.max_tokens, [])
+    if keep <= floor:
+        return floor, None  # the newest turn alone is over: nothing older to summarise
+    previous = messages[summary].summary if summary is not None else None
+    start = previous.start if previous is not None and lower == floor else lower
+    ranges = _ranges(messages, lower, keep)
+    return keep, SummaryTask(start=start, end=keep, ranges=ranges, previous=summary)
+
+
+def _head_end(messages: Sequence[Message], end: int) -> int:
+    head = 0
+    while head < end and messages[head].role == Role.SYSTEM and messages[head].summary is None:
+        head += 1
+    return head
+
+
+def _anchor(messages: Sequence[Message], end: int, run_start: int | None, head: int) -> int | None:
+    """The run's first user message (its input comes before its first turn), else the session's."""
+    for start in dict.fromkeys((max(run_start if run_start is not None else head, head), head)):
+        for i in range(start, end):
+            role = messages[i].role
+            if role == Role.USER:
+                return i
+            if role == Role.ASSISTANT:
+                break
+    return None
+
+
+def _newest_summary(messages: Sequence[Message], end: int, summary_at: int | None) -> int | None:
+    if summary_at is None or not 0 <= summary_at < end or not is_summary(messages[summary_at]):
+        return None
+    return summary_at
+
+
+def _cut_turns(messages: Sequence[Message], floor: int, end: int, turns: int) -> int:
+    """Where the tail of ``[floor, end)`` holding its last ``turns`` assistant turns starts."""
+    seen = 0
+    for i in range(end - 1, floor - 1, -1):
+        if messages[i].role == Role.ASSISTANT:
+            seen += 1
+            if seen > turns:
+                start = i + 1
+                while start < end and messages[start].role == Role.TOOL:
+                    start += 1
+                return start
+    return floor
+
+
+def _cut_tokens(messages: Sequence[Message], floor: int, end: int, budget: int, fixed: list[int]) -> int:
+    """Where the longest tail of whole turns of ``[floor, end)`` that fits ``budget`` (with
+    the ``fixed`` messages) starts; the newest turn is kept even when it alone is over."""
+    left = budget - sum(_tokens(messages[i]) for i in fixed)
+    skip = set(fixed)
+    total, start = 0, end
+    for i in range(end - 1, floor - 1, -1):
+        message = messages[i]
+        if i not in skip and not is_summary(message):
+            total += estimate_tokens(message)
+        if message.role == Role.TOOL:
+            continue
+        if total > left:
+            return start if start < end else i
+        start = i
+    return start
+
+
+def _tokens(message: Message) -> int:
+    return estimate_tokens(_summary_message(message) if is_summary(message) else message)
+
+
+def _ranges(messages: Sequence[Message], start: int, end: int) -> list[tuple[int, int]]:
+    """``[start, end)`` as ranges around its context summaries (which are never sent again)."""
+    ranges: list[tuple[int, int]] = []
+    run = None
+    for i in range(start, end):
+        if is_summary(messages[i]):
+            if run is not None:
+                ranges.append((run, i))
+            run = None
+        elif run is None:
+            run = i
+    if run is not None:
+        ranges.append((run, end))
+    return ranges
+
+
+def _window(
+    messages: Sequence[Message], head: int, summary: int | None, anchor: int | None, start: int, end: int
+) -> ContextWindow:
+    ranges: list[tuple[int, int]] = [(0, head)] if head else []
+    if summary is not None:
+        ranges.append((summary, summary + 1))
+    if anchor is not None and anchor < start:
+        ranges.append((anchor, anchor + 1))
+    ranges += _ranges(messages, max(start, head), end)
+    merged: list[tuple[int, int]] = []
+    for a, b in ranges:
+        if merged and merged[-1][1] == a:
+            merged[-1] = (merged[-1][0], b)
+        else:
+            merged.append((a, b))
+    return ContextWindow(ranges=merged)
+
+
+# -- what is sent ----------------------------------------------------------------------
+def render_window(messages: Sequence[Message], window: ContextWindow) -> list[Message]:
+    """The request's messages: every message of the window's ranges, in their order; a
+    context summary as a ``system`` message under :data:`SUMMARY_HEADING`."""
+    out: list[Message] = []
+    for a, b in window.ranges:
+        for i in range(a, b):
+            message = messages[i]
+            out.append(_summary_message(message) if is_summary(message) else message)
+    return out
+
+
+def _summary_message(message: Message) -> Message:
+    return Message.system(f"{SUMMARY_HEADING}\n\n{message.content or ''}")
+
+
+def without_summaries(messages: Sequence[Message], end: int) -> list[Message]:
+    """What a turn without a policy is sent: every message before it but context summaries."""
+    return [m for m in messages[:end] if not is_summary(m)]
+
+
+def sent_messages(messages: Sequence[Message], position: int) -> list[Message]:
+    """What the model was sent for the assistant turn at ``position``: its recorded window
+    (``context``), or every message before it but context summaries (a turn made without a
+    policy). A ``before_model`` hook's changes are not recorded, so not shown."""
+    turn = messages[position]
+    if turn.context is not None:
+        return render_window(messages, turn.context)
+    return without_summaries(messages, position)
+
+
+def step_position(messages: Sequence[Message], step: int) -> int | None:
+    """Where the transcript's ``step``-th assistant turn (from 1, as ``show`` counts) is."""
+    seen = 0
+    for i, message in enumerate(messages):
+        if message.role == Role.ASSISTANT:
+            seen += 1
+            if seen == step:
+                return i
+    return None
+
+
+# -- the summary request --------------------------------------------------------------
+def summary_request(messages: Sequence[Message], task: SummaryTask, instructions: str | None = None) -> list[Message]:
+    """The messages of the request that makes ``task``'s summary: the summariser's
+    instructions, then the previous summary and the messages to summarise, as text."""
+    lines: list[str] = []
+    if task.previous is not None:
+        lines += ["<previous-summary>", messages[task.previous].content or "", "</previous-summary>", ""]
+    lines.append("<conversation>")
+    for a, b in task.ranges:
+        lines += [_as_text(messages[i]) for i in range(a, b)]
+    lines += ["</conversation>", "", "Write the updated summary."]
+    return [Message.system(instructions or DEFAULT_SUMMARY_INSTRUCTIONS), Message.user("\n".join(lines))]
+
+
+def _as_text(message: Message) -> str:
+    text = _cut(message.content or "")
+    if message.role == Role.TOOL:
+        return f"[tool result {message.tool_name}{' (error)' if message.is_error else ''}] {text}"
+    if message.role == Role.ASSISTANT:
+        calls = [
+            f"[calls {c.name} {_cut(json.dumps(c.arguments, default=str), 500)}]" for c in message.tool_calls or []
+        ]
+        return " ".join(filter(None, [f"[assistant] {text}" if text else "[assistant]", *calls]))
+    return f"[{message.role}] {text}"
+
+
+def _cut(text: str, limit: int = SUMMARY_INPUT_CHARS) -> str:
+    return text if len(text) <= limit else text[:limit] + f"… ({len(text) - limit} more characters)"
