@@ -554,27 +554,56 @@ class AgentClient:
         return _once_each(found)
 
     async def waiting_approvals(self, agent: str | None = None) -> list[PendingApproval]:
-        """Every approval waiting for a decision, oldest first: the live runs Temporal's
-        visibility finds waiting (``PendingApprovalId`` set, execution running), joined
-        with the store, plus sessions the store records as waiting whose run has closed
-        (``approve`` resumes those from the checkpoint). A run the store does not know
-        (a client on another store) is still listed, from the run itself."""
+        """Every approval waiting for a decision, oldest first: the live runs on this
+        client's task queue that Temporal's visibility finds waiting (``PendingApprovalId``
+        set, execution running), joined with the store, plus sessions the store records as
+        waiting whose run has closed (``approve`` resumes those from the checkpoint). A run
+        the store does not know (a client on another store) is still listed, from the run
+        itself; such runs are asked at once, at most ``ASK_RUN_SECONDS`` in all (then what
+        visibility says of the ones that did not answer)."""
         found = {p.session_id: p for p in await asyncio.to_thread(self.pending_approvals, agent)}
         if self._search_attributes is None:
             self._search_attributes = await search_attributes_registered(self.temporal)
         if self._search_attributes:
-            query = f'WorkflowType = "{AGENT_RUN_WORKFLOW}" AND ExecutionStatus = "Running" AND PendingApprovalId IS NOT NULL'
+            query = (
+                f'WorkflowType = "{AGENT_RUN_WORKFLOW}" AND ExecutionStatus = "Running" '
+                f'AND PendingApprovalId IS NOT NULL AND TaskQueue = "{self.task_queue}"'
+            )
             if agent is not None:
                 query += f' AND AgentName = "{agent}"'
-            async for execution in self.temporal.list_workflows(query):
-                if execution.id not in found:
-                    try:
-                        pending = await asyncio.wait_for(self.pending_approval(execution.id), 5)
-                    except (RPCError, TimeoutError):  # no worker answers: list what visibility knows
-                        pending = _pending_from_visibility(execution)
-                    if pending is not None:
-                        found[execution.id] = pending
+            unknown = [e async for e in self.temporal.list_workflows(query) if e.id not in found]
+            for execution, pending in zip(unknown, await self._ask_runs(unknown)):
+                if pending is not None:
+                    found[execution.id] = pending
         return sorted(_once_each(found.values()), key=lambda p: p.requested_at)
+
+    ASK_RUN_SECONDS = 5.0
+
+    async def _ask_runs(self, executions: Sequence[WorkflowExecution]) -> list[PendingApproval | None]:
+        """Each run's pending approval, asked concurrently (16 at a time) within one deadline;
+        a run no worker answers for is described from its search attributes."""
+        gate = asyncio.Semaphore(16)
+
+        async def ask(execution: WorkflowExecution) -> PendingApproval | None:
+            async with gate:
+                return await self.pending_approval(execution.id)
+
+        tasks = [asyncio.ensure_future(ask(e)) for e in executions]
+        if not tasks:
+            return []
+        _, late = await asyncio.wait(tasks, timeout=self.ASK_RUN_SECONDS)
+        for task in late:
+            task.cancel()
+        await asyncio.gather(*late, return_exceptions=True)
+        answers = []
+        for execution, task in zip(executions, tasks):
+            if task in late or isinstance(task.exception(), RPCError):
+                answers.append(_pending_from_visibility(execution))  # no worker answers
+            elif (error := task.exception()) is not None:
+                raise error  # not "no answer": a bug to see
+            else:
+                answers.append(task.result())
+        return answers
 
     # -- plumbing ------------------------------------------------------------------
     async def _pending(self, session_id: str, handle: WorkflowHandle, live: bool) -> PendingApproval | None:

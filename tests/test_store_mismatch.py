@@ -40,3 +40,25 @@ async def test_waiting_approvals_come_from_temporal_so_another_store_cannot_hide
         assert listed[0].tool_name == "charge_card"
         await AgentClient(env.client, store, task_queue).cancel(sid)
     elsewhere.close()
+
+
+async def test_waiting_approvals_are_the_ones_on_this_clients_task_queue(env, store, task_queue, tmp_path):
+    """A run paused on another task queue (whose worker is gone) is not this client's to list,
+    nor to wait for: before, every such run was asked in turn and cost its 5 s timeout."""
+    theirs_store, theirs_queue, sid = SqliteStore(tmp_path / "theirs.db"), f"{task_queue}-theirs", session_id()
+    async with build_worker(env.client, agents=[agents.payments_agent], store=theirs_store, task_queue=theirs_queue):
+        await AgentClient(env.client, theirs_store, theirs_queue).send("payments", "Charge me", session_id=sid)
+    query = f'WorkflowId = "{sid}" AND PendingApprovalId IS NOT NULL AND ExecutionStatus = "Running"'
+    for _ in range(100):  # visibility is eventually consistent
+        if [e async for e in env.client.list_workflows(query)]:
+            break
+        await asyncio.sleep(0.1)
+    else:
+        raise AssertionError("visibility never listed the paused run")
+    ours = AgentClient(env.client, store, task_queue)
+    assert [p for p in await ours.waiting_approvals() if p.session_id == sid] == []
+    theirs = AgentClient(env.client, SqliteStore(tmp_path / "blank.db"), theirs_queue)
+    listed = [p for p in await theirs.waiting_approvals() if p.session_id == sid]  # no worker: from visibility
+    assert [p.session_id for p in listed] == [sid]
+    await env.client.get_workflow_handle(sid).terminate("test over")
+    theirs_store.close()
