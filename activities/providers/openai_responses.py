@@ -21,7 +21,9 @@ worker's environment.
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import openai
@@ -54,16 +56,8 @@ class OpenAIResponsesProvider:
 
     async def generate(self, request: ModelRequest) -> ModelResponse:
         client = self._get_client()
-        try:
+        with _sdk_errors():
             reply = await client.responses.create(**to_responses_params(request))
-        except openai.APIStatusError as exc:
-            raise _status_error(exc) from exc
-        except openai.APIConnectionError as exc:
-            raise retryable_error(
-                f"{PROVIDER} request failed: {exc}", kind=FailureType.MODEL_PROVIDER_RETRYABLE
-            ) from exc
-        except (openai.APIResponseValidationError, json.JSONDecodeError) as exc:
-            raise malformed_reply(PROVIDER, f"{type(exc).__name__}: {exc}") from exc
         return from_responses_reply(reply)
 
     async def generate_stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
@@ -74,26 +68,19 @@ class OpenAIResponsesProvider:
         client = self._get_client()
         final: Any = None
         try:
-            events = await client.responses.create(**to_responses_params(request), stream=True)
-            async for event in events:
-                kind = getattr(event, "type", None)
-                if kind == "response.output_text.delta":
-                    if event.delta:
-                        on_text(event.delta)
-                elif kind in ("response.completed", "response.incomplete"):
-                    final = event.response
-                elif kind == "response.failed":
-                    raise _stream_failure(getattr(event.response, "error", None))
-                elif kind == "error":
-                    raise _stream_failure(event)
-        except openai.APIStatusError as exc:
-            raise _status_error(exc) from exc
-        except openai.APIConnectionError as exc:
-            raise retryable_error(
-                f"{PROVIDER} request failed: {exc}", kind=FailureType.MODEL_PROVIDER_RETRYABLE
-            ) from exc
-        except (openai.APIResponseValidationError, json.JSONDecodeError) as exc:
-            raise malformed_reply(PROVIDER, f"{type(exc).__name__}: {exc}") from exc
+            with _sdk_errors():
+                events = await client.responses.create(**to_responses_params(request), stream=True)
+                async for event in events:
+                    kind = getattr(event, "type", None)
+                    if kind == "response.output_text.delta":
+                        if event.delta:
+                            on_text(event.delta)
+                    elif kind in ("response.completed", "response.incomplete"):
+                        final = event.response
+                    elif kind == "response.failed":
+                        raise _stream_failure(getattr(event.response, "error", None))
+                    elif kind == "error":
+                        raise _stream_failure(event)
         except openai.APIError as exc:  # the SDK's word for an ``error`` event in the stream
             raise _stream_failure(exc) from exc
         if final is None:  # the connection closed before the response did
@@ -101,6 +88,20 @@ class OpenAIResponsesProvider:
                 f"{PROVIDER} stream ended before response.completed", kind=FailureType.MODEL_PROVIDER_RETRYABLE
             )
         return from_responses_reply(final)
+
+
+@contextlib.contextmanager
+def _sdk_errors() -> Iterator[None]:
+    """The SDK's failures as ours: an HTTP status (final or retried by its class), a lost
+    connection (retried), a reply that does not parse (malformed)."""
+    try:
+        yield
+    except openai.APIStatusError as exc:
+        raise _status_error(exc) from exc
+    except openai.APIConnectionError as exc:
+        raise retryable_error(f"{PROVIDER} request failed: {exc}", kind=FailureType.MODEL_PROVIDER_RETRYABLE) from exc
+    except (openai.APIResponseValidationError, json.JSONDecodeError) as exc:
+        raise malformed_reply(PROVIDER, f"{type(exc).__name__}: {exc}") from exc
 
 
 def _stream_failure(error: Any) -> ApplicationError:
