@@ -21,52 +21,8 @@ for the stored format and the sub-agent contract (``SubAgentStarted``,
 
 from __future__ import annotations
 
-from durable_agents.checkpoint.events import (
-    OUTCOME_TYPES,
-    ApprovalDecided,
-    ApprovalRequested,
-    Drift,
-    Event,
-    EventBase,
-    ModelTurnStarted,
-    RunFailed,
-    RunFinished,
-    RunOutcome,
-    RunPaused,
-    RunStarted,
-    StepRetried,
-    StoredEvent,
-    SubAgentEvent,
-    SubAgentStarted,
-    TextDelta,
-    ToolCallFinished,
-    ToolCallStarted,
-    TurnStored,
-    parse_event,
-    step_text,
-)
+from durable_agents.checkpoint import events as _events
+from durable_agents.checkpoint.events import *  # noqa: F403 (this face is the format's events, name for name)
 
-__all__ = [
-    "OUTCOME_TYPES",
-    "ApprovalDecided",
-    "ApprovalRequested",
-    "Drift",
-    "Event",
-    "EventBase",
-    "ModelTurnStarted",
-    "RunFailed",
-    "RunFinished",
-    "RunOutcome",
-    "RunPaused",
-    "RunStarted",
-    "StepRetried",
-    "StoredEvent",
-    "SubAgentEvent",
-    "SubAgentStarted",
-    "TextDelta",
-    "ToolCallFinished",
-    "ToolCallStarted",
-    "TurnStored",
-    "parse_event",
-    "step_text",
-]
+__all__: list[str] = []
+__all__ += _events.__all__
