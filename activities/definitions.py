@@ -59,12 +59,13 @@ class ToolContext:
             activity.heartbeat(*details)
 
 
-TOOL_HEARTBEAT_SECONDS = 10.0
-"""Default seconds without a heartbeat after which a tool call's worker counts as dead.
-Tools heartbeat in the background; Temporal's SDK sends one at most every 80 % of this,
-so a short timeout leaves a loaded worker little slack before a live call is retried
-(README: Crash recovery and worker tuning)."""
-MODEL_HEARTBEAT_SECONDS = 20.0
+TOOL_HEARTBEAT_SECONDS = 4.0
+"""Default seconds without a heartbeat after which a tool call's worker counts as dead
+(its call is then retried elsewhere, or, at most once, gets a durability-error result).
+Tools heartbeat in the background every third of this and the worker sends each, at
+most one a second: 3 s of slack for a busy event loop (README: Crash recovery and worker
+tuning, where the figures are)."""
+MODEL_HEARTBEAT_SECONDS = 4.0
 """Default seconds without a heartbeat after which a model call's worker counts as dead."""
 
 ToolFn = Callable[[Any, ToolContext], Awaitable[Any]]

@@ -48,7 +48,7 @@ class MCPServerBase:
     """Seconds one call may take (then it is stopped and gets a timeout result)."""
     tool_timeouts: Mapping[str, float] = field(default_factory=dict)
     """Per-tool ``timeout`` overrides."""
-    heartbeat_timeout: float = 10.0
+    heartbeat_timeout: float = 4.0
     """Seconds without a heartbeat after which a call's worker counts as dead (as for
     ``@tool``: calls heartbeat every second in the background)."""
     startup_timeout: float = 20.0

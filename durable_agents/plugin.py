@@ -200,17 +200,22 @@ class DurableAgentsPlugin(SimplePlugin):
 
 def _check_providers(agents: Sequence[Agent], registry: ProviderRegistry) -> None:
     """Every agent's provider has an implementation on this worker (checked at start, not at the first turn)."""
-    from durable_agents.activities.providers.registry import split_model_string
+    from durable_agents.activities.providers.registry import preload, split_model_string
 
     known = registry.names()
+    used = []
     for agent in agents:
-        provider, _ = split_model_string(agent.model)
-        if provider not in known:
-            raise ConfigurationError(
-                f"agent {agent.name!r} uses provider {provider!r}, which this worker does not have "
-                f"(known: {', '.join(known)}); pass build_worker(providers={{{provider!r}: ...}}) "
-                "or register it with durable_agents.register_provider()"
-            )
+        summarizer = getattr(agent.context, "model", None)
+        for model in (agent.model, summarizer) if summarizer else (agent.model,):
+            provider, _ = split_model_string(model)
+            if provider not in known:
+                raise ConfigurationError(
+                    f"agent {agent.name!r} uses provider {provider!r}, which this worker does not have "
+                    f"(known: {', '.join(known)}); pass build_worker(providers={{{provider!r}: ...}}) "
+                    "or register it with durable_agents.register_provider()"
+                )
+            used.append(provider)
+    preload(used)  # at start, not in the first model call's activity
 
 
 def _append_failure_types(existing: Sequence[type[BaseException]] | None) -> list[type[BaseException]]:

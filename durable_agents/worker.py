@@ -29,6 +29,9 @@ from durable_agents.versioning import deployment_config
 
 __all__ = ["build_worker"]
 
+HEARTBEAT_THROTTLE = timedelta(seconds=1)
+"""The longest the worker holds a heartbeat back before sending it to the server."""
+
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
 
@@ -136,6 +139,10 @@ def build_worker(
             graceful_shutdown_timeout=graceful_shutdown_timeout,
             # After a worker dies, its cached runs move to another worker after this.
             sticky_queue_schedule_to_start_timeout=sticky_queue_timeout,
+            # The SDK holds heartbeats back to 80 % of the timeout: 1 s of slack in 5 s, which a
+            # busy host eats (a live call then counts as dead and is retried: paid twice). Ours
+            # heartbeat every quarter/third of the timeout; send each, at most one a second.
+            max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
             deployment_config=versioned,
         )
 

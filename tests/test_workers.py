@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from pathlib import Path
 
 import pytest
 
+from durable_agents import Agent, ScriptedToolCall, ScriptedTurn, register_script
 from durable_agents._workers import no_worker_message, worker_polling, workflow_pollers
-from tests.agents import weather_agent
+from tests.agents import slow_tool, weather_agent
+from tests.conftest import session_id
 
 
 async def test_no_worker_polls_a_fresh_task_queue(env, task_queue):
@@ -83,3 +86,63 @@ def test_the_worker_command_refuses_wrong_tuning_before_it_connects(tmp_path, fl
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=Path(__file__).parents[1])
     assert done.returncode == 2, done.stderr
     assert says in done.stderr
+
+
+register_script(
+    "one-long-tool",
+    [
+        ScriptedTurn(tool_calls=[ScriptedToolCall(name="slow_tool", arguments={"seconds": 5})]),
+        ScriptedTurn(text="Done."),
+    ],
+)
+long_tool_agent = Agent(name="long-tool", model="scripted:one-long-tool", tools=[slow_tool])
+
+
+async def test_a_running_tool_heartbeats_to_the_server_every_second_so_a_busy_worker_keeps_slack(run_worker):
+    """The SDK holds heartbeats back to 80 % of the timeout (1.6 s of 2 s: 0.4 s of slack, which a
+    busy host's event loop or server eats, and a live call is then retried: paid twice). The
+    worker sends them at most 1 s apart instead."""
+    async with run_worker([long_tool_agent]) as client:
+        sid = session_id()
+        handle = await client.start("long-tool", "Go.", session_id=sid)
+        beats: list[float] = []
+        deadline = time.monotonic() + 30
+        while len(beats) < 4:
+            assert time.monotonic() < deadline, f"heartbeats seen: {beats}"
+            pending = (await handle.describe()).raw_description.pending_activities
+            for activity in pending:
+                if activity.activity_type.name == "durable_agents.execute_tool" and activity.HasField(
+                    "last_heartbeat_time"
+                ):
+                    beat = activity.last_heartbeat_time.ToDatetime().timestamp()
+                    if beat not in beats:
+                        beats.append(beat)
+            await asyncio.sleep(0.1)
+        gaps = [b - a for a, b in itertools.pairwise(beats)]
+        assert max(gaps) <= 1.3, f"seconds between heartbeats the server saw: {gaps}"
+        assert (await client.result(sid, handle)).text == "Done."
+
+
+def test_a_worker_imports_its_agents_provider_sdks_when_it_is_built_not_in_the_first_model_call(tmp_path):
+    """``import anthropic`` takes seconds of CPU; in the first model call's activity it stalls the
+    worker's event loop: every other run's steps and heartbeats (a 2 s heartbeat then times out)."""
+    import subprocess
+    import sys
+
+    script = f"""
+import sys
+from durable_agents import Agent, DurableAgentsPlugin, SummarizeOlder
+from durable_agents.checkpoint import SqliteStore
+agents = [
+    Agent(name="a", model="anthropic:claude-x"),
+    Agent(name="s", model="scripted:x", context=SummarizeOlder(max_turns=4, model="openai:gpt-x")),
+]
+before = [m in sys.modules for m in ("anthropic", "openai")]
+DurableAgentsPlugin(agents=agents, store=SqliteStore({str(tmp_path / "store.db")!r}))
+print(before, [m in sys.modules for m in ("anthropic", "openai")])
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=Path(__file__).parents[1]
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["[False,", "False]", "[True,", "True]"]

@@ -10,7 +10,8 @@ before they are constructed) or by an entry point in the
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from importlib import import_module
 from importlib.metadata import EntryPoint, entry_points
 
 from durable_agents.activities.providers.base import ModelProvider
@@ -79,23 +80,29 @@ class ProviderRegistry:
         return self._providers[provider]
 
 
+_BUILTIN_CLASSES = {
+    "scripted": ("durable_agents.activities.providers.scripted", "ScriptedProvider"),
+    "anthropic": ("durable_agents.activities.providers.anthropic_messages", "AnthropicProvider"),
+    "openai": ("durable_agents.activities.providers.openai_chat", "OpenAIProvider"),
+    "openai-responses": ("durable_agents.activities.providers.openai_responses", "OpenAIResponsesProvider"),
+}
+
+
+def preload(providers: Iterable[str]) -> None:
+    """Import the SDKs of these built-in providers now: ``import anthropic`` alone takes
+    seconds of CPU, and done by a worker's first model call it would stall the worker's
+    event loop (every other run's steps and heartbeats) that long. Keys are still read
+    at the first call."""
+    for provider in providers:
+        if provider in _BUILTIN_CLASSES:
+            import_module(_BUILTIN_CLASSES[provider][0])
+
+
 def _build(provider: str, known: list[str]) -> ModelProvider:
-    if provider == "scripted":
-        from durable_agents.activities.providers.scripted import ScriptedProvider
-
-        return ScriptedProvider()
-    if provider == "anthropic":
-        from durable_agents.activities.providers.anthropic_messages import AnthropicProvider
-
-        return AnthropicProvider()
-    if provider == "openai":
-        from durable_agents.activities.providers.openai_chat import OpenAIProvider
-
-        return OpenAIProvider()
-    if provider == "openai-responses":
-        from durable_agents.activities.providers.openai_responses import OpenAIResponsesProvider
-
-        return OpenAIResponsesProvider()
+    if provider in _BUILTIN_CLASSES:
+        module, name = _BUILTIN_CLASSES[provider]
+        built: ModelProvider = getattr(import_module(module), name)()
+        return built
     if provider in _registered:
         return _registered[provider]()
     entry = _entry_point_names().get(provider)
