@@ -9,7 +9,9 @@ alike. Systems, each step a ~1 KB model turn with a tool call and a ~1 KB
 tool result:
 
 - ``raw regular`` / ``raw local``: a minimal workflow calling a model-like and
-  a tool-like activity per step (``_raw_loop.py``);
+  a tool-like activity per step (``_raw_loop.py``), in Temporal's workflow sandbox
+  (the default); ``…, no sandbox``: the same on an unsandboxed worker (durable-agents'
+  workflows run unsandboxed: ``workflows/options.py``);
 - ``durable-agents regular`` / ``local``: ``Agent(local_activities=False/True)``
   with an instant model (``_agents.py``) and an at-most-once no-op tool, SQLite store;
 - ``pydantic-ai``: Pydantic AI's ``TemporalDurability`` on the same loop, when
@@ -41,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _agents import LIMIT, bench_agent
 from _raw_loop import RawAgentLoop, RawRun, raw_model_turn, raw_tool_call
 from temporalio.client import Client
-from temporalio.worker import Worker
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from durable_agents import AgentClient, build_worker
 from durable_agents.checkpoint import SqliteStore
@@ -79,13 +81,13 @@ class System:
         self.history_bytes = sum(e.ByteSize() for e in history.events) / (LIMIT["steps"] + 1)
 
 
-async def raw_system(client: Client, queue: str, local: bool) -> System:
+async def raw_system(client: Client, queue: str, local: bool, sandboxed: bool = True) -> System:
     async def run(workflow_id: str) -> int:
         return await client.execute_workflow(
             RawAgentLoop.run, RawRun(steps=LIMIT["steps"], local=local), id=workflow_id, task_queue=queue
         )
 
-    name = "raw local" if local else "raw regular"
+    name = ("raw local" if local else "raw regular") + ("" if sandboxed else ", no sandbox")
     return System(name, name, run, client)
 
 
@@ -134,6 +136,12 @@ def report(systems: list[System], opts: argparse.Namespace) -> None:
             f"{s.name:<24}{ms:>9.1f}{ms / base_ms:>7.2f}{sps:>10.0f}{sps / base_sps:>7.2f}"
             f"{s.history_bytes:>16.0f}{s.history_bytes / base.history_bytes:>7.2f}"
         )
+    for mode in ("regular", "local"):
+        ours, bare = by_name.get(f"durable-agents {mode}"), by_name.get(f"raw {mode}, no sandbox")
+        if ours and bare:
+            ms = statistics.median(ours.ms_per_step) / statistics.median(bare.ms_per_step)
+            sps = max(ours.steps_per_s) / max(bare.steps_per_s)
+            print(f"durable-agents {mode} ÷ raw {mode}, no sandbox: ms/step {ms:.2f}×, steps/s {sps:.2f}×")
     if "pydantic-ai regular" not in by_name:
         print("\npydantic-ai: not installed (pip install -e '.[bench]' adds pydantic-ai-slim[temporal])")
 
@@ -151,22 +159,27 @@ async def main() -> None:
         client = await Client.connect(server.address, data_converter=data_converter())
         store = SqliteStore(Path(tmp) / "store.db")
         raw_queue, da_queue = f"bench-raw-{uuid.uuid4().hex[:6]}", f"bench-da-{uuid.uuid4().hex[:6]}"
+        bare_queue = f"{raw_queue}-bare"
         async with contextlib.AsyncExitStack() as stack:
-            await stack.enter_async_context(
-                Worker(
-                    client,
-                    task_queue=raw_queue,
-                    workflows=[RawAgentLoop],
-                    activities=[raw_model_turn, raw_tool_call],
-                    max_concurrent_activities=200,
+            for queue, runner in ((raw_queue, {}), (bare_queue, {"workflow_runner": UnsandboxedWorkflowRunner()})):
+                await stack.enter_async_context(
+                    Worker(
+                        client,
+                        task_queue=queue,
+                        workflows=[RawAgentLoop],
+                        activities=[raw_model_turn, raw_tool_call],
+                        max_concurrent_activities=200,
+                        **runner,
+                    )
                 )
-            )
             agents = [bench_agent(False), bench_agent(True)]
             await stack.enter_async_context(build_worker(client, agents=agents, store=store, task_queue=da_queue))
             da = AgentClient(client, store, da_queue)
             systems = [
                 await raw_system(client, raw_queue, False),
                 await raw_system(client, raw_queue, True),
+                await raw_system(client, bare_queue, False, sandboxed=False),
+                await raw_system(client, bare_queue, True, sandboxed=False),
                 durable_system(client, da, False),
                 durable_system(client, da, True),
             ]

@@ -46,7 +46,7 @@ In = TypeVar("In")
 Out = TypeVar("Out")
 
 
-@workflow.defn(name=AGENT_RUN_WORKFLOW)
+@workflow.defn(name=AGENT_RUN_WORKFLOW, sandboxed=options.SANDBOXED)
 class AgentRunWorkflow(SubagentSteps):
     """One run of a session. Its state lives here; activities get references to it."""
 

@@ -11,10 +11,11 @@ with workflow.unsafe.imports_passed_through():
     import durable_agents.activities.contracts as c
     from durable_agents.activities.fork import ForkActivities
     from durable_agents.checkpoint.errors import FailureType
+    from durable_agents.workflows import options
     from durable_agents.workflows.contracts import FORK_WORKFLOW
 
 
-@workflow.defn(name=FORK_WORKFLOW)
+@workflow.defn(name=FORK_WORKFLOW, sandboxed=options.SANDBOXED)
 class ForkSessionWorkflow:
     @workflow.run
     async def run(self, inp: c.ForkSessionInput) -> c.ForkSessionOutput:

@@ -11,11 +11,12 @@ from temporalio.common import RetryPolicy
 with workflow.unsafe.imports_passed_through():
     from durable_agents.activities.versioning import MigrateSessionInput, MigrateSessionOutput, VersioningActivities
     from durable_agents.checkpoint.errors import FailureType
+    from durable_agents.workflows import options
 
 MIGRATE_WORKFLOW = "MigrateSession"
 
 
-@workflow.defn(name=MIGRATE_WORKFLOW)
+@workflow.defn(name=MIGRATE_WORKFLOW, sandboxed=options.SANDBOXED)
 class MigrateSessionWorkflow:
     @workflow.run
     async def run(self, inp: MigrateSessionInput) -> MigrateSessionOutput:

@@ -49,3 +49,11 @@ RECORD_FAILURE_RETRY = RetryPolicy(
     initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=2), maximum_attempts=3
 )
 """Saying why a run failed is best effort: a store that is down is often why."""
+
+SANDBOXED = False
+"""Our workflows run outside Temporal's workflow sandbox. The sandbox re-imports a run's
+modules for each new run and proxies what they touch, to catch non-deterministic calls
+at run time; ours are held to determinism by other means (tests/test_workflow_determinism.py:
+workflows/ imports no I/O, clock or randomness, and recorded histories replay), so each
+new run and step skips that cost (``bench/capacity.py``). Your own workflows on the same
+worker keep the sandbox."""
