@@ -54,9 +54,7 @@ from durable_agents.checkpoint.format import (
     ToolCall,
 )
 from durable_agents.checkpoint.stores.base import CheckpointStore
-
-TAIL = 64
-"""Messages read from a session's end to find its last turn (more only when that is not enough)."""
+from durable_agents.checkpoint.transcript import last_turn_messages
 
 
 def subagent_result(store: CheckpointStore, session_id: str, reason: FinishReason | None = None) -> tuple[str, bool]:
@@ -75,18 +73,10 @@ def subagent_result(store: CheckpointStore, session_id: str, reason: FinishReaso
 
 
 def _last_text(store: CheckpointStore, header: CheckpointHeader) -> str:
-    for message in reversed(_tail(store, header)):
+    for message in reversed(last_turn_messages(store, header)):
         if message.role == Role.ASSISTANT and message.content:
             return message.content
     return ""
-
-
-def _tail(store: CheckpointStore, header: CheckpointHeader) -> list[Message]:
-    start = max(0, header.message_count - TAIL)
-    messages = store.load_messages(header.session_id, start, header.message_count)
-    if start and not any(m.role == Role.ASSISTANT for m in messages):
-        messages = store.load_messages(header.session_id, 0, header.message_count)
-    return messages
 
 
 def approval_snapshot(store: CheckpointStore, session_id: str) -> SubagentApproval | None:
@@ -94,7 +84,7 @@ def approval_snapshot(store: CheckpointStore, session_id: str) -> SubagentApprov
     header = store.load_header(session_id)
     if header is None or header.status != CheckpointStatus.AWAITING_APPROVAL or not header.approval_id:
         return None
-    pending, _ = pending_tool_calls(_tail(store, header))
+    pending, _ = pending_tool_calls(last_turn_messages(store, header))
     return SubagentApproval(
         session_id=session_id,
         agent=header.agent,

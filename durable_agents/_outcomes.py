@@ -13,6 +13,7 @@ from durable_agents.activities.transcript import pending_tool_calls
 from durable_agents.checkpoint.errors import FailureType
 from durable_agents.checkpoint.format import CheckpointStatus, Message
 from durable_agents.checkpoint.stores.base import CheckpointStore
+from durable_agents.checkpoint.transcript import last_turn_messages
 from durable_agents.errors import (
     AgentDriftError,
     ApprovalNotPendingError,
@@ -61,7 +62,7 @@ def pending_from_store(store: CheckpointStore, session_id: str) -> PendingApprov
             subagent_agent=inner.agent,
             parent_session_id=header.parent_session_id,
         )
-    pending, _ = pending_tool_calls(store.load_messages(session_id, 0, header.message_count))
+    pending, _ = pending_tool_calls(last_turn_messages(store, header))  # not the whole of a long session
     if not pending:
         return None
     call = pending[0]

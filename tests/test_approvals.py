@@ -137,3 +137,30 @@ async def test_approval_after_the_run_was_terminated_resumes_from_the_checkpoint
     assert len(results) == 3 and json.loads(results[1].content)["charged"] == 10
     assert [n for n, _, _ in agents.CALL_LOG].count("charge_card") == 1
     assert [n for n, _, _ in agents.CALL_LOG].count("get_weather") == 1  # recorded: never re-run
+
+
+def test_listing_a_long_paused_session_reads_its_last_turn_not_its_whole_transcript(tmp_path):
+    """The pending call is found from the end of the transcript: listing approvals costs
+    the same for a session of 4,000 messages as for one of 4 (it read all of them before)."""
+    from durable_agents import AgentClient
+    from durable_agents.checkpoint.format import Checkpoint, CheckpointStatus, Message, ToolCall
+    from tests.counting_store import CountingStore
+
+    store = CountingStore(tmp_path / "s.db")
+    older = [Message.user("hello")] + [Message(role="assistant", content=f"turn {i}") for i in range(3_998)]
+    calls = [ToolCall(id="c1", name="charge_card", arguments={"amount": 5}), ToolCall(id="c2", name="noop")]
+    store.save(
+        Checkpoint(
+            session_id="long",
+            agent="payments",
+            status=CheckpointStatus.AWAITING_APPROVAL,
+            approval_id="ap-1",
+            remaining_tool_calls=calls[1:],
+            messages=[*older, Message(role="assistant", tool_calls=calls)],
+        )
+    )
+    store.reset()
+    [pending] = AgentClient(None, store).pending_approvals()  # type: ignore[arg-type]  # store only
+    assert (pending.tool_call_id, pending.arguments, pending.approval_id) == ("c1", {"amount": 5}, "ap-1")
+    assert [c.id for c in pending.remaining_tool_calls] == ["c2"]
+    assert store.parsed <= 64, f"{store.parsed} messages parsed to list one approval"
