@@ -16,6 +16,7 @@ import sys
 import tempfile
 import time
 import uuid
+from datetime import timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -58,6 +59,7 @@ async def main() -> None:
     parser.add_argument("--activities", type=int, default=200, help="build_worker(max_concurrent_activities=…)")
     parser.add_argument("--pollers", default="auto", help="build_worker(pollers=…): 'auto' or a number")
     parser.add_argument("--workflow-tasks", type=int, default=100, help="build_worker(max_concurrent_workflow_tasks=…)")
+    parser.add_argument("--sticky", type=float, help="build_worker(sticky_queue_timeout=…) seconds (default: the default)")
     opts = parser.parse_args()
     LIMIT["steps"] = opts.steps - 1  # tool steps; the last model turn answers
     MODEL_SECONDS["value"] = opts.model_seconds
@@ -84,6 +86,7 @@ async def main() -> None:
             "max_concurrent_workflow_tasks": opts.workflow_tasks,
             "max_concurrent_activities": opts.activities,
             "max_concurrent_local_activities": opts.activities,
+            **({"sticky_queue_timeout": timedelta(seconds=opts.sticky)} if opts.sticky else {}),
         }
         print(f"worker: {tuning}", flush=True)
         async with build_worker(client, agents=agents, store=store, task_queue=queue, **tuning):
