@@ -80,11 +80,10 @@ class ToolActivities:
     @activity.defn(name=EXECUTE_TOOL)
     async def execute_tool(self, inp: ExecuteToolInput) -> ExecuteToolOutput:
         store, position, size = self.deps.store, inp.position, len(inp.batch)
-        recorded = await self.deps.in_store(store.tool_result, inp.session_id, position)
-        header = await self.deps.in_store(self.deps.live_header, inp.session_id)
+        recorded, header, call = await self.deps.in_store(self._call_state, inp)
         if recorded is None:
             try:
-                content, kind = await self._run(inp, header)
+                content, kind = await self._run(inp, header, call)
             except PropagatingToolError as e:
                 raise await self._propagate(inp, e) from None
             except asyncio.CancelledError:
@@ -121,10 +120,18 @@ class ToolActivities:
             non_retryable=True,
         )
 
-    async def _run(self, inp: ExecuteToolInput, header: CheckpointHeader) -> tuple[str, str]:
+    def _call_state(self, inp: ExecuteToolInput) -> tuple[Message | None, CheckpointHeader, ToolCall]:
+        """One store round trip before a call: its result if one is recorded, the live
+        checkpoint, and the call with its arguments (read from the stored turn when the
+        workflow holds a reference)."""
+        recorded = self.deps.store.tool_result(inp.session_id, inp.position)
+        header = self.deps.live_header(inp.session_id)
         call = inp.call
-        if inp.arguments_in_store and inp.turn_position is not None:  # a reference: read the model's call
-            call = await self.deps.in_store(self.deps.stored_call, inp.session_id, inp.turn_position, inp.position)
+        if recorded is None and inp.arguments_in_store and inp.turn_position is not None:
+            call = self.deps.stored_call(inp.session_id, inp.turn_position, inp.position)
+        return recorded, header, call
+
+    async def _run(self, inp: ExecuteToolInput, header: CheckpointHeader, call: ToolCall) -> tuple[str, str]:
         agent = self.deps.agent(inp.agent)
         tool = agent.tool_named(call.name)
         if tool is None and agent.mcp_servers:  # an MCP tool, as the run's config recorded it
