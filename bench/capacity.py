@@ -59,7 +59,9 @@ async def main() -> None:
     parser.add_argument("--activities", type=int, default=200, help="build_worker(max_concurrent_activities=…)")
     parser.add_argument("--pollers", default="auto", help="build_worker(pollers=…): 'auto' or a number")
     parser.add_argument("--workflow-tasks", type=int, default=100, help="build_worker(max_concurrent_workflow_tasks=…)")
-    parser.add_argument("--sticky", type=float, help="build_worker(sticky_queue_timeout=…) seconds (default: the default)")
+    parser.add_argument(
+        "--sticky", type=float, help="build_worker(sticky_queue_timeout=…) seconds (default: the default)"
+    )
     opts = parser.parse_args()
     LIMIT["steps"] = opts.steps - 1  # tool steps; the last model turn answers
     MODEL_SECONDS["value"] = opts.model_seconds

@@ -11,13 +11,12 @@ import asyncio
 import contextlib
 import hashlib
 import uuid
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from pydantic import BaseModel
 from temporalio.client import (
     Client,
-    WorkflowExecution,
     WorkflowExecutionStatus,
     WorkflowFailureError,
     WorkflowHandle,
@@ -28,6 +27,7 @@ from temporalio.converter import PayloadCodec
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from durable_agents._approval_listing import ASK_RUN_SECONDS, store_approvals, waiting_approvals
 from durable_agents._outcomes import as_messages, outcome_error, pending_from_store
 from durable_agents._search import search_attributes_registered
 from durable_agents._streams import follow
@@ -86,41 +86,6 @@ def fork_workflow_id(session_id: str) -> str:
 
 MAX_INLINE_INPUT_BYTES = 256 * 1024
 """Input for a store that keeps no run input travels in the workflow's input: small only."""
-
-
-def _pending_from_visibility(execution: WorkflowExecution) -> PendingApproval | None:
-    """A waiting run nobody can be asked about (no worker polls): its search attributes."""
-    from durable_agents.workflows.search import AGENT_NAME, PENDING_APPROVAL_ID
-
-    approval_id = execution.typed_search_attributes.get(PENDING_APPROVAL_ID)
-    if not approval_id:
-        return None
-    return PendingApproval(
-        approval_id=approval_id,
-        session_id=execution.id,
-        agent=execution.typed_search_attributes.get(AGENT_NAME) or "",
-        tool_name="(unknown: no worker answered; start one to see the call)",
-        tool_call_id="",
-        arguments={},
-        requested_at=execution.start_time,
-    )
-
-
-def _once_each(found: Iterable[PendingApproval]) -> list[PendingApproval]:
-    """One entry per approval: a sub-agent's approval is listed under the top-most session
-    waiting on it (with ``subagent_session_id`` naming where the call is), not again under
-    its own session or the ones between."""
-    by_id: dict[str, PendingApproval] = {}
-    for pending in found:
-        kept = by_id.get(pending.approval_id)
-        higher = (
-            kept is not None
-            and kept.parent_session_id is not None
-            and (pending.parent_session_id is None or len(pending.session_id) < len(kept.session_id))
-        )
-        if kept is None or higher:
-            by_id[pending.approval_id] = pending
-    return list(by_id.values())
 
 
 def _refuse_subagent_session(store: CheckpointStore, session_id: str, parent: str, call: str | None) -> None:
@@ -546,12 +511,7 @@ class AgentClient:
 
     def pending_approvals(self, agent: str | None = None) -> list[PendingApproval]:
         """Every session waiting for a decision, from the store only (see ``waiting_approvals``)."""
-        found = []
-        for summary in self.store.list_sessions(status=CheckpointStatus.AWAITING_APPROVAL, agent=agent):
-            pending = pending_from_store(self.store, summary.session_id)
-            if pending is not None:
-                found.append(pending)
-        return _once_each(found)
+        return store_approvals(self.store, agent)
 
     async def waiting_approvals(self, agent: str | None = None) -> list[PendingApproval]:
         """Every approval waiting for a decision, oldest first: the live runs on this
@@ -561,49 +521,11 @@ class AgentClient:
         the store does not know (a client on another store) is still listed, from the run
         itself; such runs are asked at once, at most ``ASK_RUN_SECONDS`` in all (then what
         visibility says of the ones that did not answer)."""
-        found = {p.session_id: p for p in await asyncio.to_thread(self.pending_approvals, agent)}
         if self._search_attributes is None:
             self._search_attributes = await search_attributes_registered(self.temporal)
-        if self._search_attributes:
-            query = (
-                f'WorkflowType = "{AGENT_RUN_WORKFLOW}" AND ExecutionStatus = "Running" '
-                f'AND PendingApprovalId IS NOT NULL AND TaskQueue = "{self.task_queue}"'
-            )
-            if agent is not None:
-                query += f' AND AgentName = "{agent}"'
-            unknown = [e async for e in self.temporal.list_workflows(query) if e.id not in found]
-            for execution, pending in zip(unknown, await self._ask_runs(unknown)):
-                if pending is not None:
-                    found[execution.id] = pending
-        return sorted(_once_each(found.values()), key=lambda p: p.requested_at)
+        return await waiting_approvals(self, agent, visibility=self._search_attributes)
 
-    ASK_RUN_SECONDS = 5.0
-
-    async def _ask_runs(self, executions: Sequence[WorkflowExecution]) -> list[PendingApproval | None]:
-        """Each run's pending approval, asked concurrently (16 at a time) within one deadline;
-        a run no worker answers for is described from its search attributes."""
-        gate = asyncio.Semaphore(16)
-
-        async def ask(execution: WorkflowExecution) -> PendingApproval | None:
-            async with gate:
-                return await self.pending_approval(execution.id)
-
-        tasks = [asyncio.ensure_future(ask(e)) for e in executions]
-        if not tasks:
-            return []
-        _, late = await asyncio.wait(tasks, timeout=self.ASK_RUN_SECONDS)
-        for task in late:
-            task.cancel()
-        await asyncio.gather(*late, return_exceptions=True)
-        answers = []
-        for execution, task in zip(executions, tasks):
-            if task in late or isinstance(task.exception(), RPCError):
-                answers.append(_pending_from_visibility(execution))  # no worker answers
-            elif (error := task.exception()) is not None:
-                raise error  # not "no answer": a bug to see
-            else:
-                answers.append(task.result())
-        return answers
+    ASK_RUN_SECONDS = ASK_RUN_SECONDS
 
     # -- plumbing ------------------------------------------------------------------
     async def _pending(self, session_id: str, handle: WorkflowHandle, live: bool) -> PendingApproval | None:
