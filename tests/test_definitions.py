@@ -27,7 +27,7 @@ def test_two_tools_of_one_name_are_refused():
 def test_a_model_string_without_a_known_provider_is_refused(model):
     with pytest.raises(
         ConfigurationError,
-        match="no known provider.*'anthropic:claude-sonnet-4-5'.*known providers: anthropic, openai, openai-responses, scripted",
+        match="no known provider.*'anthropic:claude-sonnet-4-6'.*known providers: anthropic, openai, openai-responses, scripted",
     ):
         Agent(name="a", model=model)
 

@@ -235,7 +235,7 @@ def check_tour(trace: dict, stdout: str, requests: list[dict], store_path: Path)
     check_streaming(trace, stdout, store_path)
     keys = [r["headers"].get("x-api-key") or r["headers"].get("authorization", "") for r in requests]
     assert all(API_KEY in key for key in keys), keys  # the worker's environment, as the README says
-    assert {r["body"]["model"] for r in requests} == {"claude-sonnet-4-5"}
+    assert {r["body"]["model"] for r in requests} == {"claude-sonnet-4-6"}
     sent_back = [b for b in requests[2]["body"]["messages"][-1]["content"] if b.get("type") == "tool_result"]
     assert [(b["tool_use_id"], json.loads(b["content"])) for b in sent_back] == [("toolu_2", receipt)]
 

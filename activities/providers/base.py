@@ -28,7 +28,7 @@ so the tool layer answers with a validation error instead of the run failing."""
 
 class ModelRequest(BaseModel):
     model: str
-    """The model name without the provider prefix, e.g. ``claude-sonnet-4-5``."""
+    """The model name without the provider prefix, e.g. ``claude-sonnet-4-6``."""
     messages: list[Message]
     """The transcript, system messages included, in order; cut by the run's context policy
     when it has one (``Agent(context=…)``)."""

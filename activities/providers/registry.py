@@ -54,7 +54,7 @@ def check_model_string(model: str, extra: Mapping[str, object] = {}) -> None:
     if provider not in known or not name:
         raise ConfigurationError(
             f"model {model!r} has no known provider: write it as '<provider>:<model>' "
-            f"(e.g. 'anthropic:claude-sonnet-4-5', 'openai:gpt-4.1', 'scripted:<script name>'); "
+            f"(e.g. 'anthropic:claude-sonnet-4-6', 'openai:gpt-4.1', 'scripted:<script name>'); "
             f"known providers: {', '.join(known)}. Name your own with "
             "durable_agents.register_provider(name, factory) before the agent is defined, "
             f"or an entry point in the {ENTRY_POINT_GROUP!r} group"

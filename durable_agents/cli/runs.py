@@ -43,7 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.add_argument("agent", help="agent name, or MODULE:ATTR of an Agent")
     run.add_argument("input", nargs="*", default=[], help="user message(s); none resumes the session")
     run.add_argument("--session", help="session id (default: a new one)")
-    run.add_argument("--model", help="run on another model, e.g. anthropic:claude-sonnet-4-5")
+    run.add_argument("--model", help="run on another model, e.g. anthropic:claude-sonnet-4-6")
     run.add_argument(
         "--interrupt",
         action="store_true",
