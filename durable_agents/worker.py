@@ -139,7 +139,7 @@ def build_worker(
             graceful_shutdown_timeout=graceful_shutdown_timeout,
             # After a worker dies, its cached runs move to another worker after this.
             sticky_queue_schedule_to_start_timeout=sticky_queue_timeout,
-            # The SDK holds heartbeats back to 80 % of the timeout: 1 s of slack in 5 s, which a
+            # The SDK holds heartbeats back to 80 % of the timeout: 0.8 s of slack in 4 s, which a
             # busy host eats (a live call then counts as dead and is retried: paid twice). Ours
             # heartbeat every quarter/third of the timeout; send each, at most one a second.
             max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
