@@ -12,6 +12,7 @@ from durable_agents.checkpoint.format import Message, Role, ToolCall
 if TYPE_CHECKING:
     from durable_agents.checkpoint.format import CheckpointHeader
     from durable_agents.checkpoint.stores.base import CheckpointStore
+    from durable_agents.checkpoint.waiting import WaitingHeader
 
 TAIL = 64
 """Messages read from a session's end to find its last turn (more only when that is not enough)."""
@@ -37,7 +38,7 @@ def pending_tool_calls(messages: list[Message]) -> tuple[list[ToolCall], int]:
     return [], -1
 
 
-def last_turn_messages(store: CheckpointStore, header: CheckpointHeader) -> list[Message]:
+def last_turn_messages(store: CheckpointStore, header: CheckpointHeader | WaitingHeader) -> list[Message]:
     """The end of a session's transcript, from its last assistant turn (or the whole
     transcript when that turn is further back than ``TAIL`` messages): enough for
     :func:`pending_tool_calls`, read without the rest of a long session."""

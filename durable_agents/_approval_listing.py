@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING
 from temporalio.client import WorkflowExecution
 from temporalio.service import RPCError
 
-from durable_agents._outcomes import pending_from_store
+from durable_agents._outcomes import pending_in
 from durable_agents.activities.contracts import PendingApproval
-from durable_agents.checkpoint.format import CheckpointStatus
 from durable_agents.checkpoint.stores.base import CheckpointStore
 from durable_agents.workflows.contracts import AGENT_RUN_WORKFLOW
+from durable_agents.workflows.search import AGENT_STORE
 
 if TYPE_CHECKING:
     from durable_agents.client import AgentClient
@@ -26,20 +26,18 @@ ASK_AT_ONCE = 16
 
 def store_approvals(store: CheckpointStore, agent: str | None = None) -> list[PendingApproval]:
     """Every session the store records as waiting for a decision."""
-    found = []
-    for summary in store.list_sessions(status=CheckpointStatus.AWAITING_APPROVAL, agent=agent):
-        pending = pending_from_store(store, summary.session_id)
-        if pending is not None:
-            found.append(pending)
-    return once_each(found)
+    found = (pending_in(w.header, w.last_turn) for w in store.waiting_sessions(agent))
+    return once_each(p for p in found if p is not None)
 
 
 async def waiting_approvals(
-    client: AgentClient, agent: str | None = None, *, visibility: bool = True
+    client: AgentClient, agent: str | None = None, *, visibility: bool = True, store_attribute: bool = False
 ) -> list[PendingApproval]:
     """The store's waiting sessions plus the live runs on the client's task queue that
     visibility finds waiting and the store does not know (``visibility``: our search
-    attributes are registered), oldest first."""
+    attributes are registered), oldest first. With ``store_attribute`` (``AgentStore`` is
+    registered), visibility is asked only for runs started on other stores (or before the
+    attribute existed): the store's own are not paged through again."""
     found = {p.session_id: p for p in await asyncio.to_thread(store_approvals, client.store, agent)}
     if visibility:
         query = (
@@ -48,6 +46,8 @@ async def waiting_approvals(
         )
         if agent is not None:
             query += f' AND AgentName = "{agent}"'
+        if store_attribute:
+            query += f' AND ({AGENT_STORE.name} IS NULL OR {AGENT_STORE.name} != "{client.store.store_id}")'
         unknown = [e async for e in client.temporal.list_workflows(query) if e.id not in found]
         for execution, pending in zip(unknown, await _ask_runs(client, unknown), strict=True):
             if pending is not None:

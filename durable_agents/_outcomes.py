@@ -11,9 +11,10 @@ from temporalio.exceptions import ApplicationError, FailureError
 from durable_agents.activities.contracts import PendingApproval
 from durable_agents.activities.transcript import pending_tool_calls
 from durable_agents.checkpoint.errors import FailureType
-from durable_agents.checkpoint.format import CheckpointStatus, Message
+from durable_agents.checkpoint.format import CheckpointHeader, CheckpointStatus, Message
 from durable_agents.checkpoint.stores.base import CheckpointStore
 from durable_agents.checkpoint.transcript import last_turn_messages
+from durable_agents.checkpoint.waiting import WaitingHeader
 from durable_agents.errors import (
     AgentDriftError,
     ApprovalNotPendingError,
@@ -44,6 +45,17 @@ def pending_from_store(store: CheckpointStore, session_id: str) -> PendingApprov
     header = store.load_header(session_id)
     if header is None or header.status != CheckpointStatus.AWAITING_APPROVAL or not header.approval_id:
         return None
+    return pending_in(header, lambda: last_turn_messages(store, header))  # not the whole of a long session
+
+
+def pending_in(
+    header: CheckpointHeader | WaitingHeader, last_turn: list[Message] | Callable[[], list[Message]]
+) -> PendingApproval | None:
+    """The approval a waiting session's checkpoint records: ``header`` and its last turn
+    (a callable: read only when the call waits in this session, not in a sub-agent)."""
+    session_id = header.session_id
+    if header.status != CheckpointStatus.AWAITING_APPROVAL or not header.approval_id:
+        return None
     nested = header.subagent_approval
     if nested is not None and nested.approval_id == header.approval_id:  # the call waits in a sub-agent
         inner = nested.innermost()
@@ -62,7 +74,7 @@ def pending_from_store(store: CheckpointStore, session_id: str) -> PendingApprov
             subagent_agent=inner.agent,
             parent_session_id=header.parent_session_id,
         )
-    pending, _ = pending_tool_calls(last_turn_messages(store, header))  # not the whole of a long session
+    pending, _ = pending_tool_calls(last_turn() if callable(last_turn) else last_turn)
     if not pending:
         return None
     call = pending[0]

@@ -22,14 +22,19 @@ from temporalio.client import (
     WorkflowHandle,
     WorkflowUpdateFailedError,
 )
-from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.common import (
+    SearchAttributePair,
+    TypedSearchAttributes,
+    WorkflowIDConflictPolicy,
+    WorkflowIDReusePolicy,
+)
 from temporalio.converter import PayloadCodec
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agents._approval_listing import ASK_RUN_SECONDS, store_approvals, waiting_approvals
 from durable_agents._outcomes import as_messages, outcome_error, pending_from_store
-from durable_agents._search import search_attributes_registered
+from durable_agents._search import registered_attributes
 from durable_agents._streams import follow
 from durable_agents.activities.contracts import ApprovalDecision, ForkSessionInput, ForkSessionOutput, PendingApproval
 from durable_agents.checkpoint.events import Event
@@ -50,6 +55,7 @@ from durable_agents.tracing import tracer_of
 from durable_agents.versioning import MigrateSessionOutput, migrate, pinned_override
 from durable_agents.workflows import FORK_WORKFLOW
 from durable_agents.workflows.contracts import AGENT_RUN_WORKFLOW, AgentRunInput, Outcome, RunSummary
+from durable_agents.workflows.search import AGENT_STORE
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
@@ -126,7 +132,7 @@ class AgentClient:
         if summaries not in (None, "agent-only", "first-line"):
             raise ConfigurationError(f"summaries={summaries!r}: use 'agent-only' or 'first-line'")
         self._summaries = summaries
-        self._search_attributes: bool | None = None
+        self._attributes: tuple[bool, bool] | None = None  # (runs upsert theirs, AgentStore exists)
         self._tracer_found = False
         self._tracer_value: Any = None
 
@@ -205,8 +211,7 @@ class AgentClient:
         first = next((m.content for m in messages if m.content), "") or "(resume)"
         if interrupt:
             await self.cancel(session_id)
-        if self._search_attributes is None:
-            self._search_attributes = await search_attributes_registered(self.temporal)
+        upserts, store_attribute = await self._registered_attributes()
         pinned = await pinned_override(self.temporal, header)  # an unfinished session stays on its build
         token, inline = await self._keep_input(session_id, messages)
         try:
@@ -223,7 +228,7 @@ class AgentClient:
                     model_settings=model_settings,
                     usage_limits=usage_limits,
                     approval=approval,
-                    search_attributes=self._search_attributes,
+                    search_attributes=upserts,
                     stream=stream or None,
                 ),
                 id=session_id,
@@ -232,6 +237,11 @@ class AgentClient:
                 id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
                 id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
                 versioning_override=pinned,
+                search_attributes=(
+                    TypedSearchAttributes([SearchAttributePair(AGENT_STORE, self.store.store_id)])
+                    if store_attribute
+                    else None
+                ),
                 static_summary=agent if self.summaries == "agent-only" else f"{agent}: {first.splitlines()[0][:120]}",
             )
         except WorkflowAlreadyStartedError as e:
@@ -521,13 +531,17 @@ class AgentClient:
         the store does not know (a client on another store) is still listed, from the run
         itself; such runs are asked at once, at most ``ASK_RUN_SECONDS`` in all (then what
         visibility says of the ones that did not answer)."""
-        if self._search_attributes is None:
-            self._search_attributes = await search_attributes_registered(self.temporal)
-        return await waiting_approvals(self, agent, visibility=self._search_attributes)
+        upserts, store_attribute = await self._registered_attributes()
+        return await waiting_approvals(self, agent, visibility=upserts, store_attribute=store_attribute)
 
     ASK_RUN_SECONDS = ASK_RUN_SECONDS
 
     # -- plumbing ------------------------------------------------------------------
+    async def _registered_attributes(self) -> tuple[bool, bool]:
+        if self._attributes is None:
+            self._attributes = await registered_attributes(self.temporal)
+        return self._attributes
+
     async def _pending(self, session_id: str, handle: WorkflowHandle, live: bool) -> PendingApproval | None:
         stored = pending_from_store(self.store, session_id)
         if live:

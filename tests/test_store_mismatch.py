@@ -62,3 +62,48 @@ async def test_waiting_approvals_are_the_ones_on_this_clients_task_queue(env, st
     assert [p.session_id for p in listed] == [sid]
     await env.client.get_workflow_handle(sid).terminate("test over")
     theirs_store.close()
+
+
+async def test_listing_asks_visibility_only_for_runs_the_store_does_not_hold(
+    env, store, task_queue, tmp_path, monkeypatch
+):
+    """Each run carries its store's id (``AgentStore``): a client lists its own store's waiting
+    sessions from the store and pages through none of them in visibility again (10,000
+    waiting sessions were 10,000 visibility rows before); runs of another store still show."""
+    from durable_agents.workflows.search import AGENT_STORE
+
+    elsewhere, sids = SqliteStore(tmp_path / "elsewhere.db"), [session_id() for _ in range(3)]
+    async with build_worker(env.client, agents=[agents.payments_agent], store=store, task_queue=task_queue):
+        ours, other = AgentClient(env.client, store, task_queue), AgentClient(env.client, elsewhere, task_queue)
+        for sid in sids:
+            await ours.send("payments", "Charge me", session_id=sid)
+        described = await env.client.get_workflow_handle(sids[0]).describe()
+        assert described.typed_search_attributes.get(AGENT_STORE) == store.store_id
+        for _ in range(100):  # visibility is eventually consistent: wait until it lists all three
+            if {p.session_id for p in await other.waiting_approvals()} >= set(sids):
+                break
+            await asyncio.sleep(0.1)
+        else:
+            raise AssertionError("visibility never listed the paused runs")
+        paged: list[str] = []
+        listing = env.client.list_workflows
+
+        def counted(query: str, **kwargs):
+            async def rows():
+                async for execution in listing(query, **kwargs):
+                    paged.append(execution.id)
+                    yield execution
+
+            return rows()
+
+        monkeypatch.setattr(env.client, "list_workflows", counted)
+        listed = [p.session_id for p in await ours.waiting_approvals()]
+        assert set(sids) <= set(listed)
+        assert not set(sids) & set(paged), "the store's own waiting runs were paged through in visibility"
+        paged.clear()
+        assert set(sids) <= {p.session_id for p in await other.waiting_approvals()}
+        assert set(sids) <= set(paged)  # another store's client still finds them in visibility
+        monkeypatch.undo()
+        for sid in sids:
+            await ours.cancel(sid)
+    elsewhere.close()

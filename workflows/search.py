@@ -11,14 +11,21 @@ AGENT_STEP = SearchAttributeKey.for_int("AgentStep")
 PENDING_APPROVAL_ID = SearchAttributeKey.for_keyword("PendingApprovalId")
 AGENT_FINISH_REASON = SearchAttributeKey.for_keyword("AgentFinishReason")
 
-SEARCH_ATTRIBUTES: dict[str, str] = {
+AGENT_STORE = SearchAttributeKey.for_keyword("AgentStore")
+
+RUN_ATTRIBUTES: dict[str, str] = {
     AGENT_NAME.name: "Keyword",
     AGENT_STATUS.name: "Keyword",
     AGENT_STEP.name: "Int",
     PENDING_APPROVAL_ID.name: "Keyword",
     AGENT_FINISH_REASON.name: "Keyword",
 }
-"""Name → type, as `temporal operator search-attribute create` takes them."""
+"""What a run upserts as it goes: set only when all five are registered."""
+SEARCH_ATTRIBUTES: dict[str, str] = {**RUN_ATTRIBUTES, AGENT_STORE.name: "Keyword"}
+"""Name → type, as `temporal operator search-attribute create` takes them. ``AgentStore``
+(the id of the checkpoint store a run keeps its session in, set by the client that starts
+it) is optional: with it, ``approvals`` asks Temporal only for waiting runs of other
+stores, instead of paging through every waiting run."""
 
 
 def publish(

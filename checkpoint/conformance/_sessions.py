@@ -15,8 +15,9 @@ from durable_agents.checkpoint.conformance._base import (
     requires,
     two_handles,
 )
-from durable_agents.checkpoint.format import Checkpoint, CheckpointStatus, Message
+from durable_agents.checkpoint.format import Checkpoint, CheckpointStatus, Message, Role, ToolCall
 from durable_agents.checkpoint.stores.base import StoreCapabilities
+from durable_agents.checkpoint.transcript import pending_tool_calls
 
 
 class SessionChecks(ConformanceBase):
@@ -71,6 +72,46 @@ class SessionChecks(ConformanceBase):
         assert [s.session_id for s in store.list_sessions(status="finished", agent="x")] == ["c"]  # type: ignore[arg-type]
         c = store.list_sessions(agent="x")[0]
         assert (c.step_index, c.message_count, c.updated_at, c.status) == (2, 3, T0 + timedelta(hours=2), "finished")
+
+    def test_waiting_sessions_are_the_paused_ones_newest_first_each_with_its_last_turn(
+        self, stores: StoreHandles
+    ) -> None:
+        store = stores()
+        calls = [ToolCall(id="c0", name="lookup"), ToolCall(id="c1", name="charge", arguments={"amount": 5})]
+        turn = Message(role=Role.ASSISTANT, content="on it", tool_calls=calls)
+        older = [Message.user("hi"), Message(role=Role.ASSISTANT, content="hello"), Message.user("charge me")]
+        result = Message.tool_result(calls[0], "found")
+        for i, (sid, agent, status, messages) in enumerate(
+            [
+                ("paused", "x", "awaiting-approval", [*older, turn]),  # the gated call is the turn's first
+                ("after-a-result", "x", "awaiting-approval", [*older, turn, result]),  # its second
+                ("other-agent", "y", "awaiting-approval", [*older, turn]),
+                ("running", "x", "in-progress", [*older, turn]),
+                ("done", "x", "finished", older),
+            ]
+        ):
+            store.save(
+                Checkpoint(
+                    session_id=sid,
+                    agent=agent,
+                    status=CheckpointStatus(status),
+                    approval_id=f"ap-{sid}" if status == "awaiting-approval" else None,
+                    remaining_tool_calls=calls[1:] if sid == "paused" else [],
+                    messages=messages,
+                    updated_at=T0 + timedelta(hours=i),
+                )
+            )
+        waiting = store.waiting_sessions()
+        assert [w.header.session_id for w in waiting] == ["other-agent", "after-a-result", "paused"]
+        by_id = {w.header.session_id: w for w in waiting}
+        assert by_id["paused"].header.approval_id == "ap-paused"
+        assert by_id["paused"].header.remaining_tool_calls == calls[1:]
+        assert (by_id["paused"].header.agent, by_id["paused"].header.message_count) == ("x", 4)
+        for sid, answered in (("paused", 0), ("after-a-result", 1)):
+            pending, _ = pending_tool_calls(by_id[sid].last_turn)  # the turn and its results so far
+            assert pending == calls[answered:], sid
+        assert [w.header.session_id for w in store.waiting_sessions(agent="x")] == ["after-a-result", "paused"]
+        assert store.waiting_sessions(agent="nobody") == []
 
     def test_prune_drops_sessions_last_saved_before_the_cutoff(self, stores: StoreHandles) -> None:
         store = stores(history_limit=50)

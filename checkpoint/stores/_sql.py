@@ -39,7 +39,7 @@ from collections.abc import Callable, Collection, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from durable_agents.checkpoint.errors import StoreCorruptError
 from durable_agents.checkpoint.format import (
@@ -47,6 +47,7 @@ from durable_agents.checkpoint.format import (
     CheckpointStatus,
     HistoryEntry,
     Message,
+    Role,
     RunError,
     SessionSummary,
 )
@@ -61,6 +62,10 @@ from durable_agents.checkpoint.stores._sql_events import SqlEvents
 from durable_agents.checkpoint.stores._sql_writes import SqlWrites
 from durable_agents.checkpoint.stores._subagents import prune_keep, subagent_sessions
 from durable_agents.checkpoint.stores.base import DEFAULT_HISTORY_LIMIT, CheckpointStore, TranscriptTail
+from durable_agents.checkpoint.transcript import last_turn_messages
+from durable_agents.checkpoint.waiting import WaitingHeader, WaitingSession
+
+Header = TypeVar("Header", CheckpointHeader, WaitingHeader)
 
 
 @dataclass(frozen=True)
@@ -206,8 +211,11 @@ class SqlStore(SqlEvents, SqlWrites, CheckpointStore):
         return [Message.model_validate_json(body) for (body,) in rows]
 
     def _parse_header(self, raw: str, session_id: str) -> CheckpointHeader:
+        return self._parse(CheckpointHeader, raw, session_id)
+
+    def _parse(self, model: type[Header], raw: str, session_id: str) -> Header:
         try:
-            return CheckpointHeader.model_validate_json(raw)
+            return model.model_validate_json(raw)
         except ValueError as e:
             raise StoreCorruptError(f"checkpoint of session {session_id!r} in {self.where} cannot be read: {e}") from e
 
@@ -240,6 +248,33 @@ class SqlStore(SqlEvents, SqlWrites, CheckpointStore):
             )
             for r in rows
         ]
+
+    def waiting_sessions(self, agent: str | None = None) -> list[WaitingSession]:
+        # Two queries for any number of sessions: the headers, and each transcript's last
+        # message (a paused turn's, unless results of its earlier calls follow it: then
+        # that session's end is read again, from its turn).
+        where = " WHERE s.status = ?" + (" AND s.agent = ?" if agent is not None else "")
+        params = [CheckpointStatus.AWAITING_APPROVAL.value, *([agent] if agent is not None else [])]
+        with self._open(write=False):  # one snapshot
+            headers = self._run(
+                "SELECT s.session_id, s.header FROM sessions s" + where + " ORDER BY s.updated_at DESC", params
+            ).fetchall()
+            last = dict(
+                self._run(
+                    "SELECT s.session_id, m.body FROM sessions s JOIN messages m ON m.session_id = s.session_id"
+                    " AND m.transcript_id = s.transcript_id AND m.position = s.message_count - 1" + where,
+                    params,
+                ).fetchall()
+            )
+            found = []
+            for session_id, raw in headers:
+                header = self._parse(WaitingHeader, raw, session_id)
+                body = last.get(session_id)
+                turn = [Message.model_validate_json(body)] if body is not None else []
+                if not turn or turn[0].role != Role.ASSISTANT:
+                    turn = last_turn_messages(self, header)
+                found.append(WaitingSession(header, turn))
+        return found
 
     def tool_result(self, session_id: str, position: int) -> Message | None:
         with self._open(write=False):

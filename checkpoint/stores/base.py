@@ -33,6 +33,8 @@ from durable_agents.checkpoint.format import (
     Message,
     SessionSummary,
 )
+from durable_agents.checkpoint.transcript import last_turn_messages
+from durable_agents.checkpoint.waiting import WaitingHeader, WaitingSession
 
 DEFAULT_HISTORY_LIMIT = 50
 
@@ -131,6 +133,18 @@ class CheckpointStore(ABC):
     def list_sessions(
         self, *, status: CheckpointStatus | None = None, agent: str | None = None
     ) -> list[SessionSummary]: ...
+
+    def waiting_sessions(self, agent: str | None = None) -> list[WaitingSession]:
+        """Every session waiting for an approval decision (``agent``'s only, when named),
+        newest first, each with its last turn: what listing approvals reads. This default
+        reads each session in turn (two reads apiece); the SQL stores read them all in two
+        queries, whatever their number."""
+        found = []
+        for summary in self.list_sessions(status=CheckpointStatus.AWAITING_APPROVAL, agent=agent):
+            header = self.load_header(summary.session_id)
+            if header is not None and header.status == CheckpointStatus.AWAITING_APPROVAL:
+                found.append(WaitingSession(WaitingHeader.of(header), last_turn_messages(self, header)))
+        return found
 
     @abstractmethod
     def prune(

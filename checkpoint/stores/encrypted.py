@@ -45,6 +45,7 @@ from durable_agents.checkpoint.format import (
     ToolCall,
 )
 from durable_agents.checkpoint.stores.base import CheckpointStore, TranscriptTail
+from durable_agents.checkpoint.waiting import WaitingSession
 
 if TYPE_CHECKING:
     from durable_agents.checkpoint.events import StoredEvent
@@ -192,6 +193,22 @@ class EncryptedStore(CheckpointStore):
         return [
             s.model_copy(update={"last_error": self._open_error(s.last_error, f"session {s.session_id!r}")})
             for s in self.inner.list_sessions(status=status, agent=agent)
+        ]
+
+    def waiting_sessions(self, agent: str | None = None) -> list[WaitingSession]:
+        return [
+            WaitingSession(
+                w.header.model_copy(
+                    update={
+                        "remaining_tool_calls": _each(
+                            w.header.remaining_tool_calls,
+                            lambda c, w=w: self._open_call(c, f"the checkpoint of session {w.header.session_id!r}"),
+                        )
+                    }
+                ),
+                [self._open_message(m, w.header.session_id) for m in w.last_turn],
+            )
+            for w in self.inner.waiting_sessions(agent)
         ]
 
     def prune(
