@@ -7,6 +7,7 @@ Callers hold the session's lock (``FileStore._locked``).
 from __future__ import annotations
 
 import json
+import shutil
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,24 @@ EXT = {
     "events": ".jsonl",
 }
 Session = tuple[CheckpointHeader, int, int]  # header, transcript id, positions written to it
+MARKER_BUCKET = 256
+"""Transcript positions per tool-marker file."""
+
+
+def _markers(path: Path) -> list[dict[str, Any]]:
+    try:
+        lines = path.read_bytes().splitlines()
+    except FileNotFoundError:
+        return []
+    events = []
+    for line in lines:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue  # torn by a crash
+        if isinstance(event, dict) and type(event.get("pos")) is int:
+            events.append(event)
+    return events
 
 
 class FileRecords:
@@ -130,27 +149,43 @@ class FileRecords:
                 f"{start}..{end - 1} ({e!r}); the store is damaged"
             ) from e
 
-    def _read_tools(self, name: str) -> list[dict[str, Any]]:
-        try:
-            lines = self._path("tools", name).read_bytes().splitlines()
-        except FileNotFoundError:
-            return []
-        events = []
-        for line in lines:
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue  # torn by a crash
-            if isinstance(event, dict) and type(event.get("pos")) is int:
-                events.append(event)
-        return events
+    # Tool markers: ``tools/<name>.d/<k>.jsonl`` holds the lines of positions
+    # ``k * MARKER_BUCKET …`` (in the order written), so a call reads the few lines of
+    # its bucket, not every marker of a long session. ``tools/<name>.jsonl`` (one file
+    # per session, before buckets) is still read, never written to again.
+    def _marker_dir(self, name: str) -> Path:
+        return self.directory / "tools" / f"{name}.d"
+
+    def _marker_file(self, name: str, position: int) -> Path:
+        return self._marker_dir(name) / f"{position // MARKER_BUCKET}.jsonl"
+
+    def _add_marker(self, name: str, event: dict[str, Any]) -> None:
+        path = self._marker_file(name, event["pos"])
+        path.parent.mkdir(exist_ok=True)
+        self._append_lines(path, [json.dumps(event)])
+
+    def _read_tools(self, name: str, first: int = 0, end: int | None = None) -> list[dict[str, Any]]:
+        """The markers of positions ``first … end - 1`` (every one when ``end`` is None), in write order."""
+        paths = [self._path("tools", name)]
+        if end is None:
+            paths += sorted(self._marker_dir(name).glob("*.jsonl"), key=lambda p: int(p.stem))
+        else:
+            paths += [
+                self._marker_dir(name) / f"{k}.jsonl"
+                for k in range(first // MARKER_BUCKET, (end - 1) // MARKER_BUCKET + 1)
+            ]
+        return [e for path in paths for e in _markers(path) if e["pos"] >= first and (end is None or e["pos"] < end)]
 
     def _drop_markers_from(self, name: str, cut: int) -> None:
         """Forget the tool markers at positions ``cut`` and after."""
-        events = self._read_tools(name)
-        if any(e["pos"] >= cut for e in events):
-            kept = [json.dumps(e) + "\n" for e in events if e["pos"] < cut]
-            self._replace(self._path("tools", name), "".join(kept))
+        for path in [self._path("tools", name), *self._marker_dir(name).glob("*.jsonl")]:
+            events = _markers(path)
+            if any(e["pos"] >= cut for e in events):
+                self._replace(path, "".join(json.dumps(e) + "\n" for e in events if e["pos"] < cut))
+
+    def _delete_markers(self, name: str) -> None:
+        self._path("tools", name).unlink(missing_ok=True)
+        shutil.rmtree(self._marker_dir(name), ignore_errors=True)
 
     def _fresh_transcript(self, name: str) -> int:
         found = self._read_log(name)

@@ -16,10 +16,13 @@ Layout, ``<name>`` being the session id escaped into a safe file name:
   a header plus a transcript id; entries share the log, so history grows
   linearly with the session. A damaged file reads as no history and is
   rewritten by the next save.
-- ``tools/<name>.jsonl``: tool start markers and results, append-only, each
-  keyed by the transcript position of the call's result (``pos``; lines of
-  the id-keyed format before it are ignored). Rewritten without the stale
-  ones when a save drops or changes messages the checkpoint held.
+- ``tools/<name>.d/<k>.jsonl``: tool start markers and results, append-only,
+  each keyed by the transcript position of the call's result (``pos``), the
+  positions ``256·k … 256·k+255`` in file ``k`` (a call reads its own file, not
+  every marker of the session). Rewritten without the stale ones when a save
+  drops or changes messages the checkpoint held. ``tools/<name>.jsonl``, one
+  file per session written before, is still read (lines of the id-keyed
+  format before it are ignored).
 - ``events/<name>.jsonl``: the session's event log, append-only (``_file_events.py``).
 - ``locks/<name>.lock``: ``flock`` target (writers exclusive, readers shared).
 - ``store.json``: the store's identity (``storeId``), made once. Every write
@@ -193,8 +196,8 @@ class FileStore(FileEvents, FileRecords, CheckpointStore):
             return None
 
     def tool_result(self, session_id: str, position: int) -> Message | None:
-        for event in self._read_tools(safe_name(session_id)):
-            if event["pos"] == position and "result" in event:
+        for event in self._read_tools(safe_name(session_id), position, position + 1):
+            if "result" in event:
                 return Message.model_validate(event["result"])
         return None
 
@@ -270,21 +273,19 @@ class FileStore(FileEvents, FileRecords, CheckpointStore):
         name = safe_name(session_id)
         with self._locked(name):
             starts = self._starts(name, position)
-            event = {"pos": position, "start": now().isoformat()}
-            self._append_lines(self._path("tools", name), [json.dumps(event)])
+            self._add_marker(name, {"pos": position, "start": now().isoformat()})
         return starts
 
     def _starts(self, name: str, position: int) -> int:
-        events = [e for e in self._read_tools(name) if e["pos"] == position]
+        events = self._read_tools(name, position, position + 1)
         return sum(1 for e in events if "start" in e) - sum(1 for e in events if "unstart" in e)
 
     def tool_unstarted(self, session_id: str, position: int) -> None:
         name = safe_name(session_id)
         with self._locked(name):
-            events = [e for e in self._read_tools(name) if e["pos"] == position]
+            events = self._read_tools(name, position, position + 1)
             if self._starts(name, position) > 0 and not any("result" in e for e in events):
-                event = {"pos": position, "unstart": now().isoformat()}
-                self._append_lines(self._path("tools", name), [json.dumps(event)])
+                self._add_marker(name, {"pos": position, "unstart": now().isoformat()})
 
     def record_tool_result(
         self, session_id: str, position: int, message: Message, batch_start: int, batch_size: int
@@ -293,13 +294,12 @@ class FileStore(FileEvents, FileRecords, CheckpointStore):
         name, where = safe_name(session_id), str(self.directory)
         with self._locked(name):
             results: dict[int, Any] = {}
-            for e in self._read_tools(name):
+            for e in self._read_tools(name, batch_start, batch_start + batch_size):
                 if "result" in e:
                     results.setdefault(e["pos"], e["result"])  # the first recorded result wins
             if position not in results:
                 results[position] = message.to_dict()
-                event = {"pos": position, "result": results[position]}
-                self._append_lines(self._path("tools", name), [json.dumps(event)])
+                self._add_marker(name, {"pos": position, "result": results[position]})
             current = self._read_session(name)
             if current is None:
                 raise StoreCorruptError(f"session {session_id!r} vanished from {self.directory} mid-run")
@@ -347,7 +347,7 @@ class FileStore(FileEvents, FileRecords, CheckpointStore):
             stale.unlink(missing_ok=True)
         with self._locked(name):
             self._path("sessions", name).unlink(missing_ok=True)
-            self._path("tools", name).unlink(missing_ok=True)
+            self._delete_markers(name)
             if not keep_history:
                 self._path("history", name).unlink(missing_ok=True)
                 self._delete_events(session_id)
@@ -375,7 +375,7 @@ class FileStore(FileEvents, FileRecords, CheckpointStore):
                 )
                 if current is not None and not protected and (current[0].updated_at or cutoff) < cutoff:
                     self._path("sessions", name).unlink()
-                    self._path("tools", name).unlink(missing_ok=True)
+                    self._delete_markers(name)
                     self._delete_events_file(name)
                     gone += 1
                 entries = self._read_history(name) or []

@@ -6,6 +6,7 @@ handler, called every instruction), and for the file store which files it reads.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -120,3 +121,53 @@ def test_a_sqlite_store_holds_a_long_session_in_under_twice_its_transcripts_byte
     store.close()
     # 3.4x when tool markers were a WITHOUT ROWID table (each ~1 KB result in its own B-tree page)
     assert on_disk <= 2 * transcript, on_disk / transcript
+
+
+def test_a_file_store_tool_call_reads_its_own_markers_not_every_marker_of_the_session(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each call of a long session used to read the session's whole marker file (O(N) per
+    call, O(N²) per session); now the markers of at most ``MARKER_BUCKET`` positions."""
+    store = FileStore(tmp_path / "files")
+    positions = 3 * _file_records.MARKER_BUCKET
+    session(store, "a", 4 + positions)
+    for p in range(4, 4 + positions):  # a call started at every position of a long session
+        store.tool_started("a", p)
+    lines_read = []
+    real_read = Path.read_bytes
+
+    def counted(path: Path) -> bytes:
+        data = real_read(path)
+        if "tools" in path.parts:
+            lines_read.append(data.count(b"\n"))
+        return data
+
+    monkeypatch.setattr(Path, "read_bytes", counted)
+    p, call = 4 + positions, ToolCall(id="new", name="t")
+    assert store.tool_result("a", p) is None
+    assert store.tool_started("a", p) == 0
+    store.record_tool_result("a", p, Message.tool_result(call, "done"), p, 1)
+    monkeypatch.undo()
+    assert 0 < max(lines_read) <= _file_records.MARKER_BUCKET, lines_read
+    assert store.tool_result("a", p).content == "done" and store.tool_started("a", 4) == 1
+
+
+def test_a_file_store_keeps_honouring_the_marker_file_written_before_buckets(tmp_path: Path) -> None:
+    """A session in flight across the upgrade: its one-file markers still decide (a result is
+    not recorded twice, a started at-most-once call is still seen as started)."""
+    store = FileStore(tmp_path / "files")
+    session(store, "a", 6)
+    call = ToolCall(id="c", name="t")
+    legacy = tmp_path / "files" / "tools" / "a.jsonl"
+    legacy.write_text(
+        json.dumps({"pos": 6, "result": Message.tool_result(call, "first").to_dict()})
+        + "\n"
+        + json.dumps({"pos": 7, "start": "2026-11-30T00:00:00+00:00"})
+        + "\n"
+    )
+    assert store.tool_result("a", 6).content == "first"
+    assert store.tool_started("a", 7) == 1  # the start before the upgrade counts
+    assert store.record_tool_result("a", 6, Message.tool_result(call, "second"), 6, 2) == 7
+    assert store.load_messages("a", 6, 7)[0].content == "first"  # the first recorded result wins
+    store.delete("a")
+    assert not legacy.exists() and not (tmp_path / "files" / "tools" / "a.d").exists()
