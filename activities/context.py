@@ -16,6 +16,7 @@ from typing import overload
 
 from durable_agents.activities import metrics
 from durable_agents.activities.deps import ActivityDeps
+from durable_agents.activities.hooks import run_hook
 from durable_agents.activities.providers.base import ModelRequest
 from durable_agents.activities.providers.registry import split_model_string
 from durable_agents.activities.transcript import repair_text
@@ -110,10 +111,19 @@ async def _summarize(
         session_id=header.session_id,
         step=step,
         position=position,
+        purpose="summary",
     )
+    hooks = deps.agent(config.agent).hooks if config.agent in deps.agents else None
+    if hooks is not None and hooks.before_model is not None:  # e.g. a redaction hook sees what is summarised
+        changed = await run_hook("before_model", hooks.before_model, request)
+        request = changed if isinstance(changed, ModelRequest) else request
     response = await deps.providers.get(provider_name).generate(request)
     metrics.model_turn(config.agent, model_string, response.usage)
-    text = repair_text((response.message.content or "").strip()) or "(the summariser returned no text)"
+    answer = response.message
+    if hooks is not None and hooks.after_model is not None:  # before the summary is stored: once per summary
+        changed = await run_hook("after_model", hooks.after_model, answer)
+        answer = changed if isinstance(changed, Message) else answer
+    text = repair_text((answer.content or "").strip()) or "(the summariser returned no text)"
     marker = ContextSummary(start=task.start, end=task.end, previous=task.previous, model=model_string)
     return _Summary(Message(role=Role.SYSTEM, content=text, summary=marker), response.usage)
 

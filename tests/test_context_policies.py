@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from durable_agents import Agent, AgentClient, KeepLastTurns, SummarizeOlder, TokenBudget
+from durable_agents import Agent, AgentClient, Hooks, KeepLastTurns, SummarizeOlder, TokenBudget
 from durable_agents.activities.providers.base import ModelRequest
 from durable_agents.activities.providers.openai_chat import to_openai_params
 from durable_agents.checkpoint import FinishReason, Role, SqliteStore
@@ -192,6 +192,51 @@ async def test_summarize_older_stores_each_summary_once_and_sends_it_in_place_of
     # the summary request read the previous summary and the turns it replaces, as text
     summary_bodies = [b for b in llm.bodies(CHAT) if "tools" not in b]
     assert "<previous-summary>\nSUMMARY #1" in summary_bodies[1]["messages"][1]["content"]
+
+
+async def test_hooks_see_summary_requests_so_a_redaction_hook_covers_what_is_summarised(llm, run_worker, store):  # type: ignore[no-untyped-def]
+    """A summary request carries older turns to a model (maybe another one): ``before_model``
+    sees it (``purpose="summary"``) and ``after_model`` its answer, before it is stored. Before,
+    a hook that redacts what is sent did not see summaries, so the secret reached the model."""
+    card = "4111111111111111"
+    lock, made, purposes = threading.Lock(), [0], []
+
+    def respond(request: dict[str, Any]):
+        with lock:
+            if "tools" not in request:
+                return llm.openai.text("SUMMARY: steps were done")
+            made[0] += 1
+            n = made[0]
+        if n > 8:
+            return llm.openai.text("all done")
+        return llm.openai.tool_calls([("step_tool", {"n": n}, "call_0")], text=f"turn {n}, card {card}")
+
+    def redact(request: ModelRequest) -> ModelRequest:
+        purposes.append(request.purpose)
+        messages = [m.model_copy(update={"content": (m.content or "").replace(card, "[card]")}) for m in request.messages]
+        return request.model_copy(update={"messages": messages})
+
+    def checked(turn: Message) -> Message:
+        return turn.model_copy(update={"content": f"{turn.content} (checked)"}) if not turn.tool_calls else turn
+
+    llm.openai.responder = respond
+    agent = Agent(
+        name="ctx-hooked",
+        model="openai:test-model",
+        instructions=INSTRUCTIONS,
+        tools=[step_tool],
+        max_steps=50,
+        context=SummarizeOlder(max_turns=4, keep_turns=2),
+        hooks=Hooks(before_model=redact, after_model=checked),
+    )
+    async with run_worker([agent]) as client:
+        result = await client.send("ctx-hooked", TASK, session_id=(sid := session_id()))
+    assert result.finish_reason == FinishReason.STOP
+    summary_bodies = [b for b in llm.bodies(CHAT) if "tools" not in b]
+    assert summary_bodies and "summary" in purposes
+    assert all(card not in json.dumps(b) for b in llm.bodies(CHAT)), "a request carried the card number"
+    stored = [m for m in store.load(sid).messages if m.summary is not None]
+    assert stored and all(m.content == "SUMMARY: steps were done (checked)" for m in stored)
 
 
 async def test_a_worker_killed_after_a_summary_is_stored_does_not_make_it_again(env, tmp_path):  # type: ignore[no-untyped-def]

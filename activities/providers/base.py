@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
 from temporalio.exceptions import ApplicationError
@@ -44,6 +44,9 @@ class ModelRequest(BaseModel):
     position: int | None = None
     """Where the reply is stored in the session's transcript (``len(messages)`` unless a context
     policy cut them); None: not said (a request built by hand)."""
+    purpose: Literal["turn", "summary"] = "turn"
+    """``summary``: a ``SummarizeOlder`` policy's request for a summary of older turns (no
+    tools; its answer is stored as the summary), not the agent's next turn."""
 
 
 class ModelResponse(BaseModel):
