@@ -213,7 +213,9 @@ async def test_hooks_see_summary_requests_so_a_redaction_hook_covers_what_is_sum
 
     def redact(request: ModelRequest) -> ModelRequest:
         purposes.append(request.purpose)
-        messages = [m.model_copy(update={"content": (m.content or "").replace(card, "[card]")}) for m in request.messages]
+        messages = [
+            m.model_copy(update={"content": (m.content or "").replace(card, "[card]")}) for m in request.messages
+        ]
         return request.model_copy(update={"messages": messages})
 
     def checked(turn: Message) -> Message:
