@@ -8,7 +8,8 @@ is kept with each value): every message (its whole record: text, parts, tool
 calls and their arguments, tool results), run input, every event of the
 event log (its whole body: text deltas, tool results), and the checkpoint's
 user-content fields (``output``, ``businessState``, ``pendingInput``, the
-arguments of ``remainingToolCalls``, ``lastError``'s message, each
+arguments of ``remainingToolCalls`` and of a waiting sub-agent's calls in
+``subagentApproval``, ``lastError``'s message, each
 decision's ``note`` and ``arguments``). What stays readable, so the store can
 list and index sessions: ids, agent name, status, step, counts, usage,
 approval id, tool names and call ids, run config, fingerprint, times.
@@ -42,10 +43,11 @@ from durable_agents.checkpoint.format import (
     Message,
     RunError,
     SessionSummary,
+    SubagentApproval,
     ToolCall,
 )
 from durable_agents.checkpoint.stores.base import CheckpointStore, TranscriptTail
-from durable_agents.checkpoint.waiting import WaitingSession
+from durable_agents.checkpoint.waiting import WaitingHeader, WaitingSession
 
 if TYPE_CHECKING:
     from durable_agents.checkpoint.events import StoredEvent
@@ -133,12 +135,36 @@ class EncryptedStore(CheckpointStore):
                 "output": self._seal_value(fields.output),
                 "business_state": self._seal_value(fields.business_state),
                 "pending_input": _each(fields.pending_input, self._seal_message),
-                "remaining_tool_calls": _each(
-                    fields.remaining_tool_calls,
-                    lambda c: c.model_copy(update={"arguments": self._seal_value(c.arguments)}),
-                ),
+                "remaining_tool_calls": _each(fields.remaining_tool_calls, self._seal_call),
                 "last_error": error.model_copy(update={"message": self._seal_text(error.message)}) if error else None,
                 "decisions": _each(fields.decisions, self._seal_decision),
+                "subagent_approval": self._seal_subagent(fields.subagent_approval),
+            }
+        )
+
+    def _seal_call(self, call: ToolCall) -> ToolCall:
+        return call.model_copy(update={"arguments": self._seal_value(call.arguments)})
+
+    def _seal_subagent(self, approval: SubagentApproval | None) -> SubagentApproval | None:
+        """A sub-agent's paused call and the calls after it (their arguments), at every level."""
+        if approval is None:
+            return None
+        return approval.model_copy(
+            update={
+                "tool_call": self._seal_call(approval.tool_call) if approval.tool_call else None,
+                "remaining_tool_calls": _each(approval.remaining_tool_calls, self._seal_call),
+                "subagent_approval": self._seal_subagent(approval.subagent_approval),
+            }
+        )
+
+    def _open_subagent(self, approval: SubagentApproval | None, what: str) -> SubagentApproval | None:
+        if approval is None:
+            return None
+        return approval.model_copy(
+            update={
+                "tool_call": self._open_call(approval.tool_call, what) if approval.tool_call else None,
+                "remaining_tool_calls": _each(approval.remaining_tool_calls, lambda c: self._open_call(c, what)),
+                "subagent_approval": self._open_subagent(approval.subagent_approval, what),
             }
         )
 
@@ -161,6 +187,7 @@ class EncryptedStore(CheckpointStore):
                 "remaining_tool_calls": _each(fields.remaining_tool_calls, lambda c: self._open_call(c, what)),
                 "last_error": self._open_error(fields.last_error, what),
                 "decisions": _each(fields.decisions, lambda d: self._open_decision(d, what)),
+                "subagent_approval": self._open_subagent(fields.subagent_approval, what),
             }
         )
 
@@ -198,18 +225,19 @@ class EncryptedStore(CheckpointStore):
     def waiting_sessions(self, agent: str | None = None) -> list[WaitingSession]:
         return [
             WaitingSession(
-                w.header.model_copy(
-                    update={
-                        "remaining_tool_calls": _each(
-                            w.header.remaining_tool_calls,
-                            lambda c, w=w: self._open_call(c, f"the checkpoint of session {w.header.session_id!r}"),
-                        )
-                    }
-                ),
-                [self._open_message(m, w.header.session_id) for m in w.last_turn],
+                self._open_waiting(w.header), [self._open_message(m, w.header.session_id) for m in w.last_turn]
             )
             for w in self.inner.waiting_sessions(agent)
         ]
+
+    def _open_waiting(self, header: WaitingHeader) -> WaitingHeader:
+        what = f"the checkpoint of session {header.session_id!r}"
+        return header.model_copy(
+            update={
+                "remaining_tool_calls": _each(header.remaining_tool_calls, lambda c: self._open_call(c, what)),
+                "subagent_approval": self._open_subagent(header.subagent_approval, what),
+            }
+        )
 
     def prune(
         self, older_than: timedelta | datetime, *, keep: Collection[str] = (), include_waiting: bool = False

@@ -18,13 +18,20 @@ from durable_agents.checkpoint import Checkpoint, CheckpointStore, FileStore, Me
 from durable_agents.checkpoint.conformance import StoreConformance
 from durable_agents.checkpoint.conformance._base import grow
 from durable_agents.checkpoint.encryption import EncryptionKeyError, EncryptionKeys, new_key
-from durable_agents.checkpoint.format import CheckpointStatus, Decision, RunError
+from durable_agents.checkpoint.format import CheckpointStatus, Decision, RunError, SubagentApproval
 from durable_agents.checkpoint.stores.encrypted import SEALED_PREFIX, EncryptedStore
 from tests.checkpoint.conftest import storage_bytes
 
 K1, K2 = new_key("k1"), new_key("k2")
 KEYS = EncryptionKeys.parse(f"{K1},{K2}")
-SECRETS = ["Zanzibar-4471", "Marguerite-Okafor", "note-Quokka-19", "result-Vermilion-88", "args-Tamarind-5"]
+SECRETS = [
+    "Zanzibar-4471",
+    "Marguerite-Okafor",
+    "note-Quokka-19",
+    "result-Vermilion-88",
+    "args-Tamarind-5",
+    "child-args-Ocelot-3",
+]
 
 
 class TestEncryptedSqliteStore(StoreConformance):
@@ -78,6 +85,17 @@ def _session(session_id: str = "s-1") -> Checkpoint:
             Message.tool_result(call, f'{{"ok": "{SECRETS[3]}"}}'),
         ],
         remaining_tool_calls=[call],
+        subagent_approval=SubagentApproval(  # the run waits on a grandchild's call
+            session_id=f"{session_id}/2",
+            approval_id="ap-1",
+            remaining_tool_calls=[ToolCall(id="c2", name="ask", arguments={"q": SECRETS[5]})],
+            subagent_approval=SubagentApproval(
+                session_id=f"{session_id}/2/1",
+                approval_id="ap-1",
+                tool_call=ToolCall(id="c1", name="charge", arguments={"to": SECRETS[5]}),
+                remaining_tool_calls=[],
+            ),
+        ),
         pending_input=[Message.user(f"also {SECRETS[0]}")],
         output={"answer": SECRETS[3]},
         business_state={"customer": SECRETS[1]},
