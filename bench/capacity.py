@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import resource
 import sys
 import tempfile
@@ -43,6 +44,15 @@ class SecondModel(InstantModel):
 
 
 register_provider("second", SecondModel)
+
+
+def cpu_seconds(pid: int | None = None) -> float:
+    """CPU (user + system) used so far by this process, or by process ``pid`` (the server)."""
+    if pid is None:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return usage.ru_utime + usage.ru_stime
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def rss_mb() -> float:
@@ -99,23 +109,31 @@ async def main() -> None:
             for mode in opts.mode.split(","):
                 for n in (int(x) for x in opts.sessions.split(",")):
                     started, calls = time.perf_counter(), CALLS["model"]
+                    cpu = cpu_seconds(), cpu_seconds(server.pid)
                     results = await asyncio.gather(
                         *(da.send(f"cap-{mode}", "go", session_id=f"cap-{uuid.uuid4().hex[:10]}") for _ in range(n))
                     )
                     wall = time.perf_counter() - started
+                    worker_cpu, server_cpu = cpu_seconds() - cpu[0], cpu_seconds(server.pid) - cpu[1]
                     steps = sum(r.steps for r in results)
                     twice = CALLS["model"] - calls - sum(r.usage.requests for r in results)
-                    rows.append((mode, n, wall, wall / ideal, steps / wall, rss_mb(), twice))
+                    busy = (worker_cpu + server_cpu) / (wall * (os.cpu_count() or 1))
+                    rows.append((mode, n, wall, wall / ideal, steps / wall, rss_mb(), twice, busy))
                     print(
                         f"{mode:8} {n:4} sessions: {wall:6.1f} s ({wall / ideal:.2f}× ideal), "
-                        f"{steps / wall:5.1f} steps/s, RSS {rss_mb():.0f} MB, {twice} model calls asked again",
+                        f"{steps / wall:5.1f} steps/s, RSS {rss_mb():.0f} MB, {twice} model calls asked again; "
+                        f"CPU per step: worker + client {1000 * worker_cpu / steps:.1f} ms, "
+                        f"server {1000 * server_cpu / steps:.1f} ms; cores busy {100 * busy:.0f} %",
                         flush=True,
                     )
         store.close()
     print(f"\n{opts.steps} steps per session, {opts.model_seconds:g} s model; ideal wall {ideal:g} s")
-    print(f"{'mode':8} {'sessions':>8} {'wall s':>7} {'× ideal':>8} {'steps/s':>8} {'RSS MB':>7} {'asked again':>11}")
-    for mode, n, wall, ratio, rate, rss, twice in rows:
-        print(f"{mode:8} {n:8} {wall:7.1f} {ratio:8.2f} {rate:8.1f} {rss:7.0f} {twice:11}")
+    print(
+        f"{'mode':8} {'sessions':>8} {'wall s':>7} {'× ideal':>8} {'steps/s':>8} {'RSS MB':>7} "
+        f"{'asked again':>11} {'cores busy':>10}"
+    )
+    for mode, n, wall, ratio, rate, rss, twice, busy in rows:
+        print(f"{mode:8} {n:8} {wall:7.1f} {ratio:8.2f} {rate:8.1f} {rss:7.0f} {twice:11} {100 * busy:9.0f}%")
 
 
 if __name__ == "__main__":

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import resource
+import subprocess
 import sys
 import tempfile
 import time
@@ -111,6 +113,19 @@ async def main() -> None:
             t = time.perf_counter()
             store_only = agents.pending_approvals()
             print(f"pending_approvals() (store only): {len(store_only)} in {time.perf_counter() - t:.2f} s")
+            cli = [sys.executable, "-m", "durable_agents.cli", "--address", server.address]
+            cli += ["--store", f"sqlite:///{Path(tmp) / 'store.db'}", "--task-queue", queue]
+            for command in (["--version"], ["approvals", "--json"]):  # interpreter start and imports; then the list
+                t = time.perf_counter()
+                done = await asyncio.to_thread(subprocess.run, cli + command, capture_output=True, text=True)
+                out = done.stdout
+                took = time.perf_counter() - t
+                if command[0] == "--version":
+                    started_cli = took
+            print(
+                f"`durable-agents approvals --json` (its own process): {len(json.loads(out))} listed in {took:.2f} s, "
+                f"of which {started_cli:.2f} s start the interpreter and import the CLI (`--version`)"
+            )
             decided = []
             for sid in (sids[0], sids[len(sids) // 2], sids[-1]):  # evicted (oldest) and cached (newest)
                 t = time.perf_counter()
