@@ -145,7 +145,7 @@ async def test_anthropic_is_asked_through_the_output_tool(monkeypatch, run_worke
         monkeypatch.setenv("ANTHROPIC_BASE_URL", llm.anthropic_base_url)
         monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
         llm.anthropic.reply_tool_calls([(OUTPUT_TOOL, {"restaurant": "Roscioli", "people": 2}, "toolu_1")])
-        agent = Agent(name="so-anthropic", model="anthropic:claude-sonnet-4-5", output_type=Booking)
+        agent = Agent(name="so-anthropic", model="anthropic:claude-sonnet-4-6", output_type=Booking)
         async with run_worker([agent]) as client:
             result = await client.send("so-anthropic", "book", session_id=session_id(), output_type=Booking)
         (body,) = llm.bodies("/v1/messages")
