@@ -43,16 +43,13 @@ def as_messages(input: str | Message | Sequence[str | Message]) -> list[Message]
 def pending_from_store(store: CheckpointStore, session_id: str) -> PendingApproval | None:
     """The pending approval as the checkpoint records it (no live run needed)."""
     header = store.load_header(session_id)
-    if header is None or header.status != CheckpointStatus.AWAITING_APPROVAL or not header.approval_id:
+    if header is None or header.status != CheckpointStatus.AWAITING_APPROVAL:
         return None
-    return pending_in(header, lambda: last_turn_messages(store, header))  # not the whole of a long session
+    return pending_in(header, last_turn_messages(store, header))  # not the whole of a long session
 
 
-def pending_in(
-    header: CheckpointHeader | WaitingHeader, last_turn: list[Message] | Callable[[], list[Message]]
-) -> PendingApproval | None:
-    """The approval a waiting session's checkpoint records: ``header`` and its last turn
-    (a callable: read only when the call waits in this session, not in a sub-agent)."""
+def pending_in(header: CheckpointHeader | WaitingHeader, last_turn: list[Message]) -> PendingApproval | None:
+    """The approval a waiting session's checkpoint records: ``header`` and its last turn."""
     session_id = header.session_id
     if header.status != CheckpointStatus.AWAITING_APPROVAL or not header.approval_id:
         return None
@@ -74,7 +71,7 @@ def pending_in(
             subagent_agent=inner.agent,
             parent_session_id=header.parent_session_id,
         )
-    pending, _ = pending_tool_calls(last_turn() if callable(last_turn) else last_turn)
+    pending, _ = pending_tool_calls(last_turn)
     if not pending:
         return None
     call = pending[0]

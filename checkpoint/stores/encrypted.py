@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -138,35 +138,12 @@ class EncryptedStore(CheckpointStore):
                 "remaining_tool_calls": _each(fields.remaining_tool_calls, self._seal_call),
                 "last_error": error.model_copy(update={"message": self._seal_text(error.message)}) if error else None,
                 "decisions": _each(fields.decisions, self._seal_decision),
-                "subagent_approval": self._seal_subagent(fields.subagent_approval),
+                "subagent_approval": _subagent_calls(fields.subagent_approval, self._seal_call),
             }
         )
 
     def _seal_call(self, call: ToolCall) -> ToolCall:
         return call.model_copy(update={"arguments": self._seal_value(call.arguments)})
-
-    def _seal_subagent(self, approval: SubagentApproval | None) -> SubagentApproval | None:
-        """A sub-agent's paused call and the calls after it (their arguments), at every level."""
-        if approval is None:
-            return None
-        return approval.model_copy(
-            update={
-                "tool_call": self._seal_call(approval.tool_call) if approval.tool_call else None,
-                "remaining_tool_calls": _each(approval.remaining_tool_calls, self._seal_call),
-                "subagent_approval": self._seal_subagent(approval.subagent_approval),
-            }
-        )
-
-    def _open_subagent(self, approval: SubagentApproval | None, what: str) -> SubagentApproval | None:
-        if approval is None:
-            return None
-        return approval.model_copy(
-            update={
-                "tool_call": self._open_call(approval.tool_call, what) if approval.tool_call else None,
-                "remaining_tool_calls": _each(approval.remaining_tool_calls, lambda c: self._open_call(c, what)),
-                "subagent_approval": self._open_subagent(approval.subagent_approval, what),
-            }
-        )
 
     def _seal_decision(self, decision: Decision) -> Decision:
         return decision.model_copy(
@@ -187,7 +164,7 @@ class EncryptedStore(CheckpointStore):
                 "remaining_tool_calls": _each(fields.remaining_tool_calls, lambda c: self._open_call(c, what)),
                 "last_error": self._open_error(fields.last_error, what),
                 "decisions": _each(fields.decisions, lambda d: self._open_decision(d, what)),
-                "subagent_approval": self._open_subagent(fields.subagent_approval, what),
+                "subagent_approval": _subagent_calls(fields.subagent_approval, lambda c: self._open_call(c, what)),
             }
         )
 
@@ -235,7 +212,7 @@ class EncryptedStore(CheckpointStore):
         return header.model_copy(
             update={
                 "remaining_tool_calls": _each(header.remaining_tool_calls, lambda c: self._open_call(c, what)),
-                "subagent_approval": self._open_subagent(header.subagent_approval, what),
+                "subagent_approval": _subagent_calls(header.subagent_approval, lambda c: self._open_call(c, what)),
             }
         )
 
@@ -341,3 +318,18 @@ T = TypeVar("T")
 
 def _each(items: list[T] | None, fn: Any) -> list[T] | None:
     return None if items is None else [fn(item) for item in items]
+
+
+def _subagent_calls(
+    approval: SubagentApproval | None, change: Callable[[ToolCall], ToolCall]
+) -> SubagentApproval | None:
+    """``approval`` with ``change`` applied to its paused call and the calls after it, at every level."""
+    if approval is None:
+        return None
+    return approval.model_copy(
+        update={
+            "tool_call": change(approval.tool_call) if approval.tool_call else None,
+            "remaining_tool_calls": _each(approval.remaining_tool_calls, change),
+            "subagent_approval": _subagent_calls(approval.subagent_approval, change),
+        }
+    )
