@@ -12,6 +12,7 @@ from temporalio.service import RPCError
 
 from durable_agents._outcomes import pending_in
 from durable_agents.activities.contracts import PendingApproval
+from durable_agents.checkpoint.stores._common import gc_paused
 from durable_agents.checkpoint.stores.base import CheckpointStore
 from durable_agents.workflows.contracts import AGENT_RUN_WORKFLOW
 from durable_agents.workflows.search import AGENT_STORE
@@ -26,8 +27,9 @@ ASK_AT_ONCE = 16
 
 def store_approvals(store: CheckpointStore, agent: str | None = None) -> list[PendingApproval]:
     """Every session the store records as waiting for a decision."""
-    found = (pending_in(w.header, w.last_turn) for w in store.waiting_sessions(agent))
-    return once_each(p for p in found if p is not None)
+    with gc_paused():  # ten thousand sessions' objects, kept: see gc_paused
+        found = (pending_in(w.header, w.last_turn) for w in store.waiting_sessions(agent))
+        return once_each(p for p in found if p is not None)
 
 
 async def waiting_approvals(

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import gc
 import secrets
-from collections.abc import Callable, Container, Iterable, Mapping
+import threading
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
@@ -11,6 +14,33 @@ from durable_agents.checkpoint.errors import StoreCorruptError
 from durable_agents.checkpoint.format import CheckpointHeader, CheckpointStatus, HistoryEntry, Message
 
 T = TypeVar("T")
+
+
+_gc_lock = threading.Lock()
+_gc_pauses = 0
+_gc_was_enabled = False
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """The cyclic garbage collector off while a bulk read parses (thousands of headers):
+    each young collection it triggers would otherwise walk every object the parse keeps,
+    several times over, and, in a worker, its whole heap (most of a 10,000-session
+    listing's time). Reference counting still frees; collection resumes when the last
+    pause in any thread ends. Nested and concurrent pauses count."""
+    global _gc_pauses, _gc_was_enabled
+    with _gc_lock:
+        if _gc_pauses == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_pauses += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_pauses -= 1
+            if _gc_pauses == 0 and _gc_was_enabled:
+                gc.enable()
 
 
 def now() -> datetime:

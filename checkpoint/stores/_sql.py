@@ -53,6 +53,7 @@ from durable_agents.checkpoint.format import (
 )
 from durable_agents.checkpoint.stores._common import (
     cutoff_of,
+    gc_paused,
     history_entries,
     now,
     session_list_query,
@@ -255,7 +256,7 @@ class SqlStore(SqlEvents, SqlWrites, CheckpointStore):
         # that session's end is read again, from its turn).
         where = " WHERE s.status = ?" + (" AND s.agent = ?" if agent is not None else "")
         params = [CheckpointStatus.AWAITING_APPROVAL.value, *([agent] if agent is not None else [])]
-        with self._open(write=False):  # one snapshot
+        with self._open(write=False), gc_paused():  # one snapshot
             headers = self._run(
                 "SELECT s.session_id, s.header FROM sessions s" + where + " ORDER BY s.updated_at DESC", params
             ).fetchall()
