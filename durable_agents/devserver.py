@@ -46,6 +46,10 @@ DYNAMIC_CONFIG: dict[str, Any] = {
     "matching.rps": 10000,
     "matching.persistenceMaxQPS": 20000,
     "matching.forwarderMaxRatePerSecond": 1000,
+    # The timer queue may fire a timer up to this late (default 1 s): a missed heartbeat's
+    # timeout and the retry's backoff are timers, so a killed worker's call was retried up to
+    # 2 s later than its deadline. One host has no clock skew to allow for.
+    "history.timerProcessorMaxTimeShift": "10ms",
     "system.visibilityPersistenceMaxReadQPS": 1000,
     "system.visibilityPersistenceMaxWriteQPS": 1000,
     # Worker Versioning (build_worker(deployment=…), `durable-agents migrate`): on by default in
@@ -53,6 +57,13 @@ DYNAMIC_CONFIG: dict[str, Any] = {
     "frontend.workerVersioningWorkflowAPIs": True,
     "system.enableDeploymentVersions": True,
 }
+
+
+def dynamic_config_args() -> list[str]:
+    """:data:`DYNAMIC_CONFIG` as ``temporal server start-dev`` flags."""
+    return [
+        arg for key, value in DYNAMIC_CONFIG.items() for arg in ("--dynamic-config-value", f"{key}={json.dumps(value)}")
+    ]
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -178,9 +189,7 @@ class DevServer:
             cmd += ["--db-filename", str(self.db_file)]
         for key, kind in SEARCH_ATTRIBUTES.items():
             cmd += ["--search-attribute", f"{key}={kind}"]
-        for key, value in DYNAMIC_CONFIG.items():
-            cmd += ["--dynamic-config-value", f"{key}={json.dumps(value)}"]
-        return cmd
+        return cmd + dynamic_config_args()
 
     def _spawn(self) -> None:
         if self.running:

@@ -23,7 +23,7 @@ from temporalio.testing import WorkflowEnvironment
 from durable_agents import Agent, AgentClient, build_worker
 from durable_agents.checkpoint import SqliteStore
 from durable_agents.connection import data_converter
-from durable_agents.devserver import SEARCH_ATTRIBUTES, find_temporal_binary
+from durable_agents.devserver import SEARCH_ATTRIBUTES, dynamic_config_args, find_temporal_binary
 
 BARE_NAMES = frozenset({"checkpoint", "activities", "workflows"})
 bare_imports: list[str] = []
@@ -77,7 +77,7 @@ async def env() -> AsyncIterator[WorkflowEnvironment]:
         dev_server_existing_path=str(find_temporal_binary()),
         data_converter=data_converter(),
         search_attributes=[keys[t](name) for name, t in SEARCH_ATTRIBUTES.items()],
-        dev_server_extra_args=["--dynamic-config-value", "history.transferProcessorMaxPollRPS=100000"],
+        dev_server_extra_args=dynamic_config_args(),  # as `durable-agents dev` runs it
     ) as environment:
         yield environment
 

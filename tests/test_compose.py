@@ -108,6 +108,15 @@ def test_worker_versioning_on_as_in_the_embedded_server():
         assert dynamic[key] == [{"value": True, "constraints": {}}], key
 
 
+def test_timers_fire_on_time_as_in_the_embedded_server():
+    from durable_agents.devserver import DYNAMIC_CONFIG
+
+    doc = yaml.safe_load(COMPOSE.read_text())
+    dynamic = yaml.safe_load(doc["configs"]["temporal-dynamicconfig"]["content"])
+    key = "history.timerProcessorMaxTimeShift"
+    assert dynamic[key] == [{"value": DYNAMIC_CONFIG[key], "constraints": {}}]
+
+
 def test_an_opentelemetry_collector_takes_the_workers_traces(services):
     """`durable-agents worker --otlp-endpoint http://localhost:4318` reaches it (OTLP/HTTP; gRPC on 4317)."""
     collector = services["otel-collector"]
