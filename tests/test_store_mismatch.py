@@ -107,3 +107,46 @@ async def test_listing_asks_visibility_only_for_runs_the_store_does_not_hold(
         for sid in sids:
             await ours.cancel(sid)
     elsewhere.close()
+
+
+async def test_a_subagent_run_carries_its_parents_store_so_listing_pages_through_neither(
+    run_worker, store, tmp_path, monkeypatch
+):
+    """A child workflow inherits none of its parent's search attributes: the parent passes
+    its ``AgentStore`` on when it starts a sub-agent's run, so a waiting sub-agent of this
+    store is not paged through in visibility either (before: every waiting sub-agent was)."""
+    from durable_agents.testing import configured
+    from durable_agents.workflows.search import AGENT_STORE
+    from tests import subagent_agents as sa
+
+    sid = session_id()
+    write = f"{sid}/4"  # the writer's session: it waits on its publish approval
+    with configured(log_dir=tmp_path):
+        async with run_worker([sa.lead]) as client:
+            paused = await asyncio.wait_for(client.send("lead", "Rome", session_id=sid), 60)
+            described = await client.temporal.get_workflow_handle(write).describe()
+            assert described.typed_search_attributes.get(AGENT_STORE) == store.store_id
+            query = f'WorkflowId = "{write}" AND {AGENT_STORE.name} = "{store.store_id}"'
+            for _ in range(100):  # visibility is eventually consistent
+                if [e async for e in client.temporal.list_workflows(query)]:
+                    break
+                await asyncio.sleep(0.1)
+            else:
+                raise AssertionError("visibility never found the sub-agent's run by its store")
+            paged: list[str] = []
+            listing = client.temporal.list_workflows
+
+            def counted(query: str, **kwargs):
+                async def rows():
+                    async for execution in listing(query, **kwargs):
+                        paged.append(execution.id)
+                        yield execution
+
+                return rows()
+
+            monkeypatch.setattr(client.temporal, "list_workflows", counted)
+            listed = [p for p in await client.waiting_approvals() if p.approval_id == paused.approval_id]
+            assert [(p.session_id, p.subagent_session_id) for p in listed] == [(sid, write)]
+            assert not {sid, write} & set(paged), "this store's waiting runs were paged through in visibility"
+            monkeypatch.undo()
+            await client.cancel(sid)

@@ -30,7 +30,7 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import WorkflowIDReusePolicy
+from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
 from temporalio.exceptions import (
     ApplicationError,
     ChildWorkflowError,
@@ -53,9 +53,11 @@ with workflow.unsafe.imports_passed_through():
     from durable_agents.checkpoint.errors import FailureType
     from durable_agents.checkpoint.format import CheckpointStatus, FinishReason, ToolCall
     from durable_agents.workflows.contracts import AGENT_RUN_WORKFLOW, AgentRunInput, RunSummary
+    from durable_agents.workflows.search import AGENT_STORE
     from durable_agents.workflows.tool_steps import Batch, ToolSteps
 
 SUBAGENTS_PATCH = "subagents-as-child-workflows"
+CHILD_STORE_PATCH = "subagent-store-attribute"
 LIVE_CHILD_RETRIES = 30
 """Seconds a start waits for the child's previous run (its parent's closed run's) to be terminated."""
 
@@ -169,6 +171,7 @@ class SubagentSteps(ToolSteps):
                     parent_close_policy=ParentClosePolicy.TERMINATE,
                     cancellation_type=ChildWorkflowCancellationType.WAIT_CANCELLATION_COMPLETED,
                     static_summary=f"{inp.agent} (sub-agent of {self.session_id})",
+                    search_attributes=_store_attribute(),
                 )
             except WorkflowAlreadyStartedError:
                 # the child's run of this session's previous, closed run: Temporal terminates it
@@ -314,3 +317,13 @@ def _child_failure(call: ToolCall, child_id: str, error: ChildWorkflowError) -> 
         type=(cause.type if cause is not None else None) or FailureType.RUN_FAILED,
         non_retryable=True,
     )
+
+
+def _store_attribute() -> TypedSearchAttributes | None:
+    """The parent's ``AgentStore`` for its child (a child inherits none of its parent's
+    attributes): so that listing approvals need not ask visibility for waiting sub-agents
+    of this store either. Set only where the parent carries it (the attribute is registered)."""
+    store = workflow.info().typed_search_attributes.get(AGENT_STORE)
+    if store is None or not workflow.patched(CHILD_STORE_PATCH):
+        return None
+    return TypedSearchAttributes([SearchAttributePair(AGENT_STORE, store)])

@@ -31,9 +31,10 @@ RUNS = {
 }
 # Recorded after approvals existed (v2 of the workflow): pause, approve, pause, reject;
 # an interrupted run; a fork.
-EXTRA = ("approvals_v2", "interrupt_v2", "fork_v2", "subagents_v3", "streamed_v4")
+EXTRA = ("approvals_v2", "interrupt_v2", "fork_v2", "subagents_v3", "streamed_v4", "subagents_store_v5")
 # v3: a parent with two sub-agents (child workflows), one gated: its pause relayed, approved
-# on the parent; the gated child's own history next to it.
+# on the parent; the gated child's own history next to it. v5: the same, the parent passing
+# its AgentStore search attribute to its sub-agents' runs (patch "subagent-store-attribute").
 
 
 async def main() -> None:
@@ -79,6 +80,10 @@ async def main() -> None:
                 again = await agent_client.approve("streamed_v4", streamed[-1].result.approval_id)
                 await agent_client.reject("streamed_v4", again.approval_id, note="once is enough")
                 await _save(client, "streamed_v4", "streamed_v4")
+            if not only or "subagents_store_v5" in only:
+                paused = await agent_client.send("lead", "Rome", session_id="subagents_store_v5")
+                await agent_client.approve("subagents_store_v5", paused.approval_id)
+                await _save(client, "subagents_store_v5", "subagents_store_v5")
 
 
 async def _save(client: Client, name: str, workflow_id: str, run_id: str | None = None) -> None:
