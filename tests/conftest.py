@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.abc
+import signal
 import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator, Sequence
@@ -40,6 +41,15 @@ class _BareNameGuard(importlib.abc.MetaPathFinder):
 
 
 sys.meta_path.insert(0, _BareNameGuard())
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The CLI tests press Ctrl-C (SIGINT) as a terminal does. A shell that starts this run
+    in the background (``make test &``, a CI step without job control) ignores SIGINT, and
+    every process it starts would inherit that: a CLI under test would then never see the
+    Ctrl-C (as under ``nohup``, rightly). The run's children get the default instead."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 SERVER_FIXTURES = frozenset({"env", "skipping", "cli", "make_worker", "postgres_url", "bins"})
