@@ -156,6 +156,7 @@ class DurableAgentsPlugin(SimplePlugin):
         activities = None
         workflows = None
         run_context = None
+        interceptors = None
         self._build: WorkerBuild | None = None
         if store is not None:
             from durable_agents.activities import build_activities
@@ -176,12 +177,16 @@ class DurableAgentsPlugin(SimplePlugin):
             )
             workflows = list(ALL_WORKFLOWS)
             run_context = mcp.running
+            from durable_agents.activities.sticky import UnstickRetries
+
+            interceptors = [UnstickRetries()]  # a retried step's run leaves a dead worker's sticky queue
         elif agents:
             raise ConfigurationError("DurableAgentsPlugin(agents=…) needs store=… too: the worker's checkpoint store")
         super().__init__(
             PLUGIN_NAME,
             data_converter=lambda existing: with_our_converter(existing, codec),
             activities=activities,
+            interceptors=interceptors,
             workflows=workflows,
             workflow_runner=with_our_passthrough,
             workflow_failure_exception_types=_append_failure_types,

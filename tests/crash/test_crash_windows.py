@@ -8,6 +8,8 @@ import json
 import signal
 import time
 
+from temporalio.api.enums.v1 import EventType, TimeoutType
+
 from durable_agents import AgentClient
 from durable_agents.checkpoint import FinishReason, Role, SqliteStore
 from durable_agents.testing import CrashWindow, check_guarantees, infer_window
@@ -35,6 +37,18 @@ RECOVERY: dict[tuple[str, str], float] = {}
 """Seconds from each case's kill to its run's end (the fresh worker included)."""
 
 
+async def sticky_waits(client, workflow_id: str) -> int:
+    """Workflow tasks of the run that timed out waiting on a sticky queue nobody polls (each
+    one the sticky schedule-to-start timeout long, 5 s by default, before another worker got it)."""
+    history = await client.get_workflow_handle(workflow_id).fetch_history()
+    return sum(
+        1
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT
+        and e.workflow_task_timed_out_event_attributes.timeout_type == TimeoutType.TIMEOUT_TYPE_SCHEDULE_TO_START
+    )
+
+
 async def _crash_case(env, make_worker, window: CrashWindow, agent: str) -> str:
     worker, store_path, logs = make_worker(f"{window.value}-{agent}", window)
     await worker.start_ready(env.client)
@@ -55,6 +69,8 @@ async def _crash_case(env, make_worker, window: CrashWindow, agent: str) -> str:
     assert result.finish_reason == FinishReason.STOP and result.text == "Both done."
     assert [m.role for m in result.messages] == SHAPE
     assert worker.alive and len(worker.kills()) == 1  # the fresh worker did not kill itself again
+    if not agent.endswith("-local"):  # the retried attempt freed the run from the dead worker's queue
+        assert await sticky_waits(env.client, sid) == 0, "a workflow task waited on the dead worker's sticky queue"
 
     summary = check_guarantees(store.load(sid), logs, logs)
     first, second = (c.id for c in result.messages[2].tool_calls)
@@ -105,6 +121,15 @@ async def test_a_worker_killed_in_a_store_activity_is_noticed_in_seconds(env, ma
         await _crash_case(env, make_worker, CrashWindow.AFTER_INPUT_STORED, "crash-once")
     print(f"\nkilled in begin_run: the run finished {RECOVERY[key]:.1f}s after the kill")
     assert RECOVERY[key] < 25  # the 30 s start-to-close timeout would be ≥ 30 s
+
+
+async def test_the_step_after_a_retried_one_does_not_wait_on_the_dead_workers_sticky_queue(env, make_worker):
+    """Killed inside a tool, alone (so the run's next workflow task comes within the seconds
+    Temporal still counts the dead worker's sticky queue as polled): the retried attempt
+    resets the run's stickiness, so that task goes to the normal queue at once instead of
+    timing out on the dead worker's queue first (``_crash_case`` asserts no such wait; it
+    saw one before the reset)."""
+    print("\n" + await _crash_case(env, make_worker, CrashWindow.DURING_TOOL, "crash-once"))
 
 
 async def test_local_activity_run_killed_after_several_steps(env, make_worker):
