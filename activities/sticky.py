@@ -42,12 +42,14 @@ class _UnstickInbound(ActivityInboundInterceptor):
 
 async def _reset_sticky(info: activity.Info) -> None:
     """Best effort: a refusal or a timeout leaves the run as it was (sticky until Temporal's timeout)."""
+    namespace, workflow_id, run_id = info.workflow_namespace, info.workflow_id, info.workflow_run_id
+    if namespace is None or workflow_id is None or run_id is None:  # not started by a workflow
+        return
     try:
         client = activity.client()
         await client.workflow_service.reset_sticky_task_queue(
             ResetStickyTaskQueueRequest(
-                namespace=info.workflow_namespace,
-                execution=WorkflowExecution(workflow_id=info.workflow_id, run_id=info.workflow_run_id),
+                namespace=namespace, execution=WorkflowExecution(workflow_id=workflow_id, run_id=run_id)
             ),
             timeout=RESET_TIMEOUT,
         )
