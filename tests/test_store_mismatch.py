@@ -64,6 +64,23 @@ async def test_waiting_approvals_are_the_ones_on_this_clients_task_queue(env, st
     theirs_store.close()
 
 
+def count_visibility_rows(monkeypatch, temporal) -> list[str]:
+    """The ids of the executions ``temporal.list_workflows`` returns from now on (until undone)."""
+    paged: list[str] = []
+    listing = temporal.list_workflows
+
+    def counted(query: str, **kwargs):
+        async def rows():
+            async for execution in listing(query, **kwargs):
+                paged.append(execution.id)
+                yield execution
+
+        return rows()
+
+    monkeypatch.setattr(temporal, "list_workflows", counted)
+    return paged
+
+
 async def test_listing_asks_visibility_only_for_runs_the_store_does_not_hold(
     env, store, task_queue, tmp_path, monkeypatch
 ):
@@ -85,18 +102,7 @@ async def test_listing_asks_visibility_only_for_runs_the_store_does_not_hold(
             await asyncio.sleep(0.1)
         else:
             raise AssertionError("visibility never listed the paused runs")
-        paged: list[str] = []
-        listing = env.client.list_workflows
-
-        def counted(query: str, **kwargs):
-            async def rows():
-                async for execution in listing(query, **kwargs):
-                    paged.append(execution.id)
-                    yield execution
-
-            return rows()
-
-        monkeypatch.setattr(env.client, "list_workflows", counted)
+        paged = count_visibility_rows(monkeypatch, env.client)
         listed = [p.session_id for p in await ours.waiting_approvals()]
         assert set(sids) <= set(listed)
         assert not set(sids) & set(paged), "the store's own waiting runs were paged through in visibility"
@@ -133,18 +139,7 @@ async def test_a_subagent_run_carries_its_parents_store_so_listing_pages_through
                 await asyncio.sleep(0.1)
             else:
                 raise AssertionError("visibility never found the sub-agent's run by its store")
-            paged: list[str] = []
-            listing = client.temporal.list_workflows
-
-            def counted(query: str, **kwargs):
-                async def rows():
-                    async for execution in listing(query, **kwargs):
-                        paged.append(execution.id)
-                        yield execution
-
-                return rows()
-
-            monkeypatch.setattr(client.temporal, "list_workflows", counted)
+            paged = count_visibility_rows(monkeypatch, client.temporal)
             listed = [p for p in await client.waiting_approvals() if p.approval_id == paused.approval_id]
             assert [(p.session_id, p.subagent_session_id) for p in listed] == [(sid, write)]
             assert not {sid, write} & set(paged), "this store's waiting runs were paged through in visibility"
