@@ -25,7 +25,14 @@ from durable_agents.activities.subagents import DEFAULT_MAX_DEPTH, SubAgent, as_
 from durable_agents.checkpoint.context_policy import KeepLastTurns, SummarizeOlder, TokenBudget
 from durable_agents.checkpoint.errors import ConfigurationError
 from durable_agents.checkpoint.fingerprint import compute_fingerprint
-from durable_agents.checkpoint.format import Fingerprint, ModelSettings, RunConfig, ToolSpec, UsageLimits
+from durable_agents.checkpoint.format import (
+    ActivityMode,
+    Fingerprint,
+    ModelSettings,
+    RunConfig,
+    ToolSpec,
+    UsageLimits,
+)
 
 DriftPolicy = Literal["warn", "error", "ignore"]
 Versioning = Literal["pinned", "auto-upgrade"]
@@ -191,8 +198,12 @@ class Agent:
     model_heartbeat_timeout: float = MODEL_HEARTBEAT_SECONDS
     """Seconds without a heartbeat after which a model call's worker counts as dead
     (then the call is retried on another worker)."""
+    activities: ActivityMode = "regular"
+    """How steps are scheduled: ``"regular"`` activities (the default), ``"local"`` ones
+    (several times less orchestration overhead), or ``"auto"`` (model turns and store steps
+    local, a tool local unless its timeout is over 300 s); see the README."""
     local_activities: bool = False
-    """Run steps as local activities: several times less orchestration overhead; see the README."""
+    """``activities="local"`` (kept for agents written before ``activities``)."""
     model_settings: ModelSettings | None = None
     """Sampling, tool choice and provider extras (recorded per run; ``send(model_settings=…)`` overrides)."""
     usage_limits: UsageLimits | None = None
@@ -245,6 +256,17 @@ class Agent:
             raise ConfigurationError(f"agent {self.name!r}: max_steps and tool_concurrency must be at least 1")
         if self.on_agent_drift not in ("warn", "error", "ignore"):
             raise ConfigurationError(f"agent {self.name!r}: on_agent_drift must be 'warn', 'error' or 'ignore'")
+        if self.activities not in ("regular", "local", "auto"):
+            raise ConfigurationError(
+                f"agent {self.name!r}: activities={self.activities!r}: use 'regular', 'local' or 'auto'"
+            )
+        if self.local_activities:
+            if self.activities == "auto":
+                raise ConfigurationError(
+                    f"agent {self.name!r}: local_activities=True and activities='auto' disagree; give activities= alone"
+                )
+            self.activities = "local"
+        self.local_activities = self.activities == "local"
         if self.versioning not in ("pinned", "auto-upgrade"):
             raise ConfigurationError(f"agent {self.name!r}: versioning must be 'pinned' or 'auto-upgrade'")
         self.tools = list(self.tools)
@@ -323,7 +345,8 @@ class Agent:
             max_tokens=self.max_tokens,
             model_timeout_seconds=self.model_timeout,
             model_heartbeat_seconds=self.model_heartbeat_timeout,
-            local_activities=self.local_activities,
+            local_activities=self.activities == "local",
+            activities="auto" if self.activities == "auto" else None,  # others as before it
             model_settings=settings or self.model_settings,
             usage_limits=limits or self.usage_limits,
             context=self.context,

@@ -74,6 +74,8 @@ class InstantModel:
 register_provider("instant", InstantModel)
 
 
-def bench_agent(local: bool) -> Agent:
-    mode = "local" if local else "regular"
-    return Agent(name=f"bench-{mode}", model="instant:bench", tools=[noop], max_steps=1_000_000, local_activities=local)
+def bench_agent(mode: bool | str) -> Agent:
+    """``Agent(activities=mode)`` (True: ``local``, False: ``regular``)."""
+    if isinstance(mode, bool):
+        mode = "local" if mode else "regular"
+    return Agent(name=f"bench-{mode}", model="instant:bench", tools=[noop], max_steps=1_000_000, activities=mode)

@@ -12,8 +12,9 @@ tool result:
   a tool-like activity per step (``_raw_loop.py``), in Temporal's workflow sandbox
   (the default); ``…, no sandbox``: the same on an unsandboxed worker (durable-agents'
   workflows run unsandboxed: ``workflows/options.py``);
-- ``durable-agents regular`` / ``local``: ``Agent(local_activities=False/True)``
-  with an instant model (``_agents.py``) and an at-most-once no-op tool, SQLite store;
+- ``durable-agents regular`` / ``local`` / ``auto``: ``Agent(activities=…)`` with an
+  instant model (``_agents.py``) and an at-most-once no-op tool (default timeout: local
+  in ``auto``), SQLite store; ``local`` and ``auto`` against the raw local loop;
 - ``pydantic-ai``: Pydantic AI's ``TemporalDurability`` on the same loop, when
   installed (``pip install -e '.[bench]'``; regular activities only).
 
@@ -49,6 +50,8 @@ from durable_agents import AgentClient, build_worker
 from durable_agents.checkpoint import SqliteStore
 from durable_agents.connection import data_converter
 from durable_agents.devserver import DevServer
+
+MODES = ("regular", "local", "auto")
 
 
 @dataclass
@@ -91,14 +94,13 @@ async def raw_system(client: Client, queue: str, local: bool, sandboxed: bool = 
     return System(name, name, run, client)
 
 
-def durable_system(client: Client, agents: AgentClient, local: bool) -> System:
-    agent = bench_agent(local).name
+def durable_system(client: Client, agents: AgentClient, mode: str) -> System:
+    agent = bench_agent(mode).name
 
     async def run(session_id: str) -> int:
         return (await agents.send(agent, "go", session_id=session_id)).steps
 
-    mode = "local" if local else "regular"
-    return System(f"durable-agents {mode}", f"raw {mode}", run, client)
+    return System(f"durable-agents {mode}", "raw regular" if mode == "regular" else "raw local", run, client)
 
 
 async def pydantic_ai_system(address: str, stack: contextlib.AsyncExitStack) -> System | None:
@@ -136,12 +138,13 @@ def report(systems: list[System], opts: argparse.Namespace) -> None:
             f"{s.name:<24}{ms:>9.1f}{ms / base_ms:>7.2f}{sps:>10.0f}{sps / base_sps:>7.2f}"
             f"{s.history_bytes:>16.0f}{s.history_bytes / base.history_bytes:>7.2f}"
         )
-    for mode in ("regular", "local"):
-        ours, bare = by_name.get(f"durable-agents {mode}"), by_name.get(f"raw {mode}, no sandbox")
+    for mode in MODES:
+        bare_mode = "regular" if mode == "regular" else "local"
+        ours, bare = by_name.get(f"durable-agents {mode}"), by_name.get(f"raw {bare_mode}, no sandbox")
         if ours and bare:
             ms = statistics.median(ours.ms_per_step) / statistics.median(bare.ms_per_step)
             sps = max(ours.steps_per_s) / max(bare.steps_per_s)
-            print(f"durable-agents {mode} ÷ raw {mode}, no sandbox: ms/step {ms:.2f}×, steps/s {sps:.2f}×")
+            print(f"durable-agents {mode} ÷ raw {bare_mode}, no sandbox: ms/step {ms:.2f}×, steps/s {sps:.2f}×")
     if "pydantic-ai regular" not in by_name:
         print("\npydantic-ai: not installed (pip install -e '.[bench]' adds pydantic-ai-slim[temporal])")
 
@@ -172,7 +175,7 @@ async def main() -> None:
                         **runner,
                     )
                 )
-            agents = [bench_agent(False), bench_agent(True)]
+            agents = [bench_agent(mode) for mode in MODES]
             await stack.enter_async_context(build_worker(client, agents=agents, store=store, task_queue=da_queue))
             da = AgentClient(client, store, da_queue)
             systems = [
@@ -180,8 +183,7 @@ async def main() -> None:
                 await raw_system(client, raw_queue, True),
                 await raw_system(client, bare_queue, False, sandboxed=False),
                 await raw_system(client, bare_queue, True, sandboxed=False),
-                durable_system(client, da, False),
-                durable_system(client, da, True),
+                *(durable_system(client, da, mode) for mode in MODES),
             ]
             pyd = None if opts.no_pydantic_ai else await pydantic_ai_system(server.address, stack)
             systems += [pyd] if pyd else []

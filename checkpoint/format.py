@@ -210,6 +210,16 @@ class ToolSpec(FormatModel):
     """The agent this tool runs as a sub-agent (a child workflow of the run); None: not one."""
 
 
+ActivityMode = Literal["regular", "local", "auto"]
+"""How a run schedules its model turns, tools and store steps (``Agent(activities=…)``)."""
+
+AUTO_LOCAL_TOOL_SECONDS = 300.0
+"""In ``auto`` mode a tool whose timeout is over this (``@tool(timeout=…)``; 300 s by
+default) runs as a regular activity: a long call then shows in the Temporal UI as a
+pending activity with its heartbeats, and adds no workflow task heartbeats to the run's
+history."""
+
+
 class RunConfig(FormatModel):
     """The agent definition a run uses, resolved once at run start."""
 
@@ -225,7 +235,12 @@ class RunConfig(FormatModel):
     model_timeout_seconds: float = 300.0
     model_heartbeat_seconds: float = 20.0
     local_activities: bool = False
-    """Run model turns, tools and store writes as local activities (see the README)."""
+    """Run model turns, tools and store writes as local activities (see the README);
+    written as ``activities == "local"`` for readers from before ``activities``."""
+    activities: ActivityMode | None = None
+    """How the run's steps are scheduled: ``regular`` activities, ``local`` ones, or
+    ``auto`` (model turns and store steps local, a tool local unless its timeout is over
+    ``AUTO_LOCAL_TOOL_SECONDS``). None (runs from before it): ``localActivities`` says."""
     model_settings: ModelSettings | None = None
     usage_limits: UsageLimits | None = None
     output_schema: dict[str, Any] | None = None
@@ -239,6 +254,13 @@ class RunConfig(FormatModel):
     context: ContextPolicy | None = None
     """What of the transcript each model request carries (``KeepLastTurns``, ``TokenBudget``,
     ``SummarizeOlder``); None: all of it. A resumed run keeps its own."""
+
+    @property
+    def activity_mode(self) -> ActivityMode:
+        """``activities``, or for a run from before it, what ``localActivities`` says."""
+        if self.activities is not None:
+            return self.activities
+        return "local" if self.local_activities else "regular"
 
 
 class Decision(FormatModel):

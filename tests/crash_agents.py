@@ -7,6 +7,7 @@ Heartbeat timeouts are short so a killed worker is noticed within ~2 s.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 
 from pydantic import BaseModel
@@ -116,11 +117,11 @@ register_script("crash-soak", soak_turn)
 
 
 def _agent(name: str, script: str, **kwargs) -> Agent:
+    kwargs.setdefault("tools", [safe_work, once_work, gated_work])
     return Agent(
         name=name,
         model=f"scripted:{script}",
         instructions=f"Crash-test agent {name}.",
-        tools=[safe_work, once_work, gated_work],
         model_heartbeat_timeout=HEARTBEAT,
         model_timeout=30,
         **kwargs,
@@ -137,8 +138,12 @@ soak_agent = _agent("crash-soak", "crash-soak", max_steps=SOAK_STEPS + 2)
 safe_local_agent = _agent("crash-safe-local", "crash-safe", local_activities=True)
 once_local_agent = _agent("crash-once-local", "crash-once", local_activities=True)
 soak_local_agent = _agent("crash-soak-local", "crash-soak", max_steps=SOAK_STEPS + 2, local_activities=True)
+# activities="auto": model turns and store steps local, once_work (declared long) a regular activity
+long_once_work = dataclasses.replace(once_work, timeout_seconds=600.0)
+once_auto_agent = _agent("crash-once-auto", "crash-once", activities="auto", tools=[safe_work, long_once_work])
 
 ALL = [
+    once_auto_agent,
     safe_agent,
     once_agent,
     slow_agent,

@@ -234,6 +234,7 @@ class AgentRunWorkflow(SubagentSteps):
             heartbeat=self.config.model_heartbeat_seconds,
             retry=options.MODEL_RETRY,
             summary=f"model turn {step} ({self.config.model})",
+            local=self.config.activity_mode != "regular",
         )
         self.state.step_index = step
         # after a context summary stored with it, when there is one (older histories: None)
@@ -309,6 +310,7 @@ class AgentRunWorkflow(SubagentSteps):
             heartbeat=options.STORE_HEARTBEAT_SECONDS,
             retry=options.STORE_RETRY,
             summary=summary,
+            local=self._config is not None and self._config.activity_mode != "regular",  # begin_run: regular
         )
 
     async def _call(
@@ -320,13 +322,15 @@ class AgentRunWorkflow(SubagentSteps):
         heartbeat: float | None,
         retry: RetryPolicy,
         summary: str | None,
+        local: bool,
     ) -> Out:
-        """A regular activity, or a local one when the agent asks for the fast path.
+        """A regular activity, or a local one (the run's activity mode decides, per step).
 
         Local activities re-run after a crash instead of resuming; the store
         makes that harmless (a stored turn is returned, a started
-        at-most-once tool becomes a durability-error result)."""
-        if self._config is not None and self._config.local_activities:
+        at-most-once tool becomes a durability-error result). A crash is noticed
+        when the run's workflow task times out (``AgentClient(workflow_task_timeout=…)``)."""
+        if local:
             return await workflow.execute_local_activity_method(
                 fn,
                 arg,

@@ -172,6 +172,7 @@ class SubagentSteps(ToolSteps):
                     cancellation_type=ChildWorkflowCancellationType.WAIT_CANCELLATION_COMPLETED,
                     static_summary=f"{inp.agent} (sub-agent of {self.session_id})",
                     search_attributes=_store_attribute(),
+                    task_timeout=workflow.info().task_timeout,  # the parent's (a child gets Temporal's 10 s)
                 )
             except WorkflowAlreadyStartedError:
                 # the child's run of this session's previous, closed run: Temporal terminates it

@@ -19,7 +19,14 @@ with workflow.unsafe.imports_passed_through():
     import durable_agents.activities.metrics as metrics
     from durable_agents.activities.approvals import ApprovalActivities
     from durable_agents.activities.tools import ToolActivities
-    from durable_agents.checkpoint.format import CheckpointStatus, FinishReason, RunConfig, ToolCall, ToolSpec
+    from durable_agents.checkpoint.format import (
+        AUTO_LOCAL_TOOL_SECONDS,
+        CheckpointStatus,
+        FinishReason,
+        RunConfig,
+        ToolCall,
+        ToolSpec,
+    )
     from durable_agents.workflows import options
     from durable_agents.workflows.approvals import ApprovalGate
     from durable_agents.workflows.contracts import RunSummary
@@ -72,6 +79,7 @@ class ToolSteps:
         heartbeat: float | None,
         retry: RetryPolicy,
         summary: str | None,
+        local: bool,
     ) -> Out:
         raise NotImplementedError
 
@@ -196,6 +204,8 @@ class ToolSteps:
         if spec is not None and spec.subagent and self._calls_subagents():
             return await self._run_subagent(call, batch, index)  # a child workflow, not the tool activity
         self._set_details(f"tool {call.name}")
+        timeout = spec.timeout_seconds if spec else options.TOOL_TIMEOUT_SECONDS
+        mode = self.config.activity_mode
         out = await self._call(
             ToolActivities.execute_tool,
             c.ExecuteToolInput(
@@ -210,13 +220,13 @@ class ToolSteps:
                 turn_position=self._refs_turn() if arguments_in_store else None,
                 arguments_in_store=arguments_in_store and self._refs_turn() is not None,
             ),
-            timeout=(spec.timeout_seconds if spec else options.TOOL_TIMEOUT_SECONDS)
-            + options.TOOL_TIMEOUT_MARGIN_SECONDS,
+            timeout=timeout + options.TOOL_TIMEOUT_MARGIN_SECONDS,
             heartbeat=(spec.heartbeat_seconds or options.TOOL_HEARTBEAT_SECONDS)
             if spec
             else options.TOOL_HEARTBEAT_SECONDS,
             retry=options.TOOL_RETRY,
             summary=f"tool {call.name} {call.id}",
+            local=mode == "local" or (mode == "auto" and timeout <= AUTO_LOCAL_TOOL_SECONDS),
         )
         return out.recorded_through
 

@@ -25,8 +25,9 @@ WINDOWS = [
     CrashWindow.AFTER_LAST_RESULT,
     CrashWindow.DURING_CHECKPOINT_WRITE,
 ]
-AGENTS = ("crash-safe", "crash-once", "crash-safe-local", "crash-once-local")
-"""Both durability classes, on regular activities and on the local-activity fast path."""
+AGENTS = ("crash-safe", "crash-once", "crash-safe-local", "crash-once-local", "crash-once-auto")
+"""Both durability classes, on regular activities and on the local-activity fast path; and
+``activities="auto"`` (local model turns and store steps, the at-most-once tool regular)."""
 CASES = [(CrashWindow.AFTER_INPUT_STORED, "crash-once")] + [(w, agent) for w in WINDOWS for agent in AGENTS]
 """Plus (first: it is the slowest) a kill inside a store activity, begin_run: the input is stored once."""
 SHAPE = [Role.SYSTEM, Role.USER, Role.ASSISTANT, Role.TOOL, Role.TOOL, Role.ASSISTANT]

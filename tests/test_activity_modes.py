@@ -1,0 +1,96 @@
+"""``Agent(activities=…)``: which steps run as local activities, and the workflow task
+timeout that notices a worker dying inside one."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from datetime import timedelta
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+
+from durable_agents import Agent, AgentClient
+from durable_agents.activities.contracts import EXECUTE_TOOL, MODEL_TURN
+from durable_agents.checkpoint import FinishReason
+from durable_agents.errors import ConfigurationError
+from tests import agents
+from tests.conftest import session_id
+
+LONG_BOOK = dataclasses.replace(agents.book_table, timeout_seconds=600.0)
+"""``book_table`` declared long (over the 300 s up to which ``auto`` keeps a tool local)."""
+
+
+def _agent(name: str, activities: str) -> Agent:
+    return dataclasses.replace(
+        agents.weather_agent, name=name, tools=[agents.get_weather, LONG_BOOK], activities=activities
+    )
+
+
+async def _scheduled(client, workflow_id: str) -> tuple[list[str], list[str]]:
+    """The activity types a run scheduled as regular activities, and as local ones (their markers)."""
+    history = await client.get_workflow_handle(workflow_id).fetch_history()
+    regular, local = [], []
+    for e in history.events:
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            regular.append(e.activity_task_scheduled_event_attributes.activity_type.name)
+        elif e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED:
+            data = e.marker_recorded_event_attributes.details["data"].payloads[0].data
+            local.append(json.loads(data)["activity_type"])
+    return regular, local
+
+
+async def test_auto_runs_model_turns_store_steps_and_short_tools_locally_a_long_tool_as_a_regular_activity(
+    run_worker, env
+):
+    regular_sid, auto_sid, local_sid = session_id(), session_id(), session_id()
+    async with run_worker([_agent("m-regular", "regular"), _agent("m-auto", "auto"), _agent("m-local", "local")]) as c:
+        results = {
+            sid: await c.send(name, "Book a table for 2 tonight", session_id=sid)
+            for sid, name in ((regular_sid, "m-regular"), (auto_sid, "m-auto"), (local_sid, "m-local"))
+        }
+    shapes = {sid: [(m.role, m.content) for m in r.messages] for sid, r in results.items()}
+    assert shapes[auto_sid] == shapes[regular_sid] == shapes[local_sid]  # the same run whatever the mode
+    assert all(r.finish_reason == FinishReason.STOP for r in results.values())
+
+    regular, local = await _scheduled(env.client, regular_sid)
+    assert not local and regular.count(MODEL_TURN) == 3 and regular.count(EXECUTE_TOOL) == 3
+    regular, local = await _scheduled(env.client, auto_sid)
+    assert regular.count(EXECUTE_TOOL) == 1  # book_table, declared 600 s: pending in the UI, heartbeats
+    assert local.count(MODEL_TURN) == 3 and local.count(EXECUTE_TOOL) == 2  # the two get_weather calls
+    assert MODEL_TURN not in regular and len(regular) == 2  # begin_run (before the run knows its mode) + the tool
+    regular, local = await _scheduled(env.client, local_sid)
+    assert len(regular) == 1 and local.count(EXECUTE_TOOL) == 3  # every step but begin_run
+
+    configs = {sid: c.store.load(sid).run_config for sid in results}
+    assert configs[auto_sid].activities == "auto" and not configs[auto_sid].local_activities
+    assert configs[local_sid].local_activities and configs[local_sid].activities is None  # as before `activities`
+    assert configs[regular_sid].activity_mode == "regular" and configs[regular_sid].activities is None
+
+
+async def test_runs_and_their_sub_agents_get_a_short_workflow_task_timeout(run_worker, env, store, task_queue):
+    """A worker that dies inside a local activity is noticed when the run's workflow task
+    times out: 4 s by default (Temporal's is 10 s), for a sub-agent's run too, and as given."""
+    from tests import subagent_agents as sub
+
+    sid, mine = session_id(), session_id()
+    async with run_worker([sub.solo_lead]) as client:
+        done = await client.send("solo-lead", "Look into Paris.", session_id=sid)
+        other = AgentClient(env.client, store, task_queue, workflow_task_timeout=timedelta(seconds=7))
+        await other.send("solo-lead", "Look into Rome.", session_id=mine)
+    assert done.finish_reason == FinishReason.STOP
+    (child,) = [h.session_id for h in store.list_sessions() if h.session_id.startswith(f"{sid}/")]
+    for workflow_id, seconds in ((sid, 4), (child, 4), (mine, 7)):
+        described = await env.client.get_workflow_handle(workflow_id).describe()
+        assert described.raw_description.execution_config.default_workflow_task_timeout.seconds == seconds
+
+
+@pytest.mark.unit
+def test_activity_modes_are_checked():
+    with pytest.raises(ConfigurationError, match="use 'regular', 'local' or 'auto'"):
+        Agent(name="a", model="scripted:x", activities="fast")  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="disagree"):
+        Agent(name="a", model="scripted:x", activities="auto", local_activities=True)
+    old = Agent(name="a", model="scripted:x", local_activities=True)
+    assert old.activities == "local" and old.run_config().activity_mode == "local"
+    assert Agent(name="a", model="scripted:x", activities="local").local_activities
