@@ -49,7 +49,13 @@ async def noop(args: Count, ctx: ToolContext) -> dict:
 
 def play(messages: list[Message]) -> ScriptedTurn:
     last = messages[-1]
-    n = json.loads(last.content or "{}")["n"] + 1 if last.role == "tool" else 0
+    # the step's tool result says its n; a tool-durability-error result (an at-most-once call
+    # re-run after a live worker was taken for dead) does not: then count the results
+    n = (
+        json.loads(last.content or "{}").get("n", sum(m.role == "tool" for m in messages) - 1) + 1
+        if last.role == "tool"
+        else 0
+    )
     if n >= LIMIT["steps"]:
         return ScriptedTurn(text=f"done after {n}")
     return ScriptedTurn(text=f"step {n} {PAD}", tool_calls=[ScriptedToolCall(name="noop", arguments={"n": n})])

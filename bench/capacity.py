@@ -23,6 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _agents import LIMIT, InstantModel, noop
+from temporalio.api.enums.v1 import EventType, TimeoutType
 from temporalio.client import Client
 
 from durable_agents import Agent, AgentClient, ModelRequest, ModelResponse, build_worker, register_provider
@@ -30,6 +31,7 @@ from durable_agents.checkpoint import SqliteStore
 from durable_agents.connection import data_converter
 from durable_agents.devserver import DevServer
 
+MODES = ("local", "regular", "auto")
 MODEL_SECONDS = {"value": 1.0}
 CALLS = {"model": 0}
 
@@ -55,6 +57,21 @@ def cpu_seconds(pid: int | None = None) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+async def task_timeouts(client: Client, workflow_ids: list[str]) -> int:
+    """Workflow tasks of these runs that timed out while a worker held them (a busy worker
+    late with its task: the task is given again and the run replays)."""
+    late = 0
+    for workflow_id in workflow_ids:
+        history = await client.get_workflow_handle(workflow_id).fetch_history()
+        late += sum(
+            1
+            for e in history.events
+            if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT
+            and e.workflow_task_timed_out_event_attributes.timeout_type == TimeoutType.TIMEOUT_TYPE_START_TO_CLOSE
+        )
+    return late
+
+
 def rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
@@ -64,7 +81,10 @@ async def main() -> None:
     parser.add_argument("--sessions", default="50,100,200")
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--model-seconds", type=float, default=1.0)
-    parser.add_argument("--mode", default="local,regular")
+    parser.add_argument("--mode", default="local,regular", help="of regular, local, auto")
+    parser.add_argument(
+        "--task-timeout", type=float, help="AgentClient(workflow_task_timeout=…) seconds (default: the default, 4)"
+    )
     parser.add_argument("--model-heartbeat", type=float, help="Agent(model_heartbeat_timeout=…) (default: the default)")
     parser.add_argument("--activities", type=int, default=200, help="build_worker(max_concurrent_activities=…)")
     parser.add_argument("--pollers", default="auto", help="build_worker(pollers=…): 'auto' or a number")
@@ -86,10 +106,10 @@ async def main() -> None:
                 model="second:m",
                 tools=[noop],
                 max_steps=1000,
-                local_activities=m == "local",
+                activities=m,
                 **({"model_heartbeat_timeout": opts.model_heartbeat} if opts.model_heartbeat else {}),
             )
-            for m in ("local", "regular")
+            for m in MODES
         ]
         queue = f"capacity-{uuid.uuid4().hex[:6]}"
         pollers = opts.pollers if opts.pollers == "auto" else int(opts.pollers)
@@ -102,26 +122,26 @@ async def main() -> None:
         }
         print(f"worker: {tuning}", flush=True)
         async with build_worker(client, agents=agents, store=store, task_queue=queue, **tuning):
-            da = AgentClient(client, store, queue)
-            await asyncio.gather(
-                *(da.send(f"cap-{m}", "warm up", session_id=f"warm-{m}") for m in ("local", "regular"))
-            )
+            timeout = {"workflow_task_timeout": timedelta(seconds=opts.task_timeout)} if opts.task_timeout else {}
+            da = AgentClient(client, store, queue, **timeout)
+            await asyncio.gather(*(da.send(f"cap-{m}", "warm up", session_id=f"warm-{m}") for m in MODES))
             for mode in opts.mode.split(","):
                 for n in (int(x) for x in opts.sessions.split(",")):
                     started, calls = time.perf_counter(), CALLS["model"]
                     cpu = cpu_seconds(), cpu_seconds(server.pid)
-                    results = await asyncio.gather(
-                        *(da.send(f"cap-{mode}", "go", session_id=f"cap-{uuid.uuid4().hex[:10]}") for _ in range(n))
-                    )
+                    ids = [f"cap-{uuid.uuid4().hex[:10]}" for _ in range(n)]
+                    results = await asyncio.gather(*(da.send(f"cap-{mode}", "go", session_id=sid) for sid in ids))
                     wall = time.perf_counter() - started
                     worker_cpu, server_cpu = cpu_seconds() - cpu[0], cpu_seconds(server.pid) - cpu[1]
                     steps = sum(r.steps for r in results)
                     twice = CALLS["model"] - calls - sum(r.usage.requests for r in results)
                     busy = (worker_cpu + server_cpu) / (wall * (os.cpu_count() or 1))
-                    rows.append((mode, n, wall, wall / ideal, steps / wall, rss_mb(), twice, busy))
+                    late = await task_timeouts(client, ids)
+                    rows.append((mode, n, wall, wall / ideal, steps / wall, rss_mb(), twice, late, busy))
                     print(
                         f"{mode:8} {n:4} sessions: {wall:6.1f} s ({wall / ideal:.2f}× ideal), "
-                        f"{steps / wall:5.1f} steps/s, RSS {rss_mb():.0f} MB, {twice} model calls asked again; "
+                        f"{steps / wall:5.1f} steps/s, RSS {rss_mb():.0f} MB, {twice} model calls asked again, "
+                        f"{late} workflow tasks timed out; "
                         f"CPU per step: worker + client {1000 * worker_cpu / steps:.1f} ms, "
                         f"server {1000 * server_cpu / steps:.1f} ms; cores busy {100 * busy:.0f} %",
                         flush=True,
@@ -130,10 +150,10 @@ async def main() -> None:
     print(f"\n{opts.steps} steps per session, {opts.model_seconds:g} s model; ideal wall {ideal:g} s")
     print(
         f"{'mode':8} {'sessions':>8} {'wall s':>7} {'× ideal':>8} {'steps/s':>8} {'RSS MB':>7} "
-        f"{'asked again':>11} {'cores busy':>10}"
+        f"{'asked again':>11} {'tasks timed out':>15} {'cores busy':>10}"
     )
-    for mode, n, wall, ratio, rate, rss, twice, busy in rows:
-        print(f"{mode:8} {n:8} {wall:7.1f} {ratio:8.2f} {rate:8.1f} {rss:7.0f} {twice:11} {100 * busy:9.0f}%")
+    for mode, n, wall, ratio, rate, rss, twice, late, busy in rows:
+        print(f"{mode:8} {n:8} {wall:7.1f} {ratio:8.2f} {rate:8.1f} {rss:7.0f} {twice:11} {late:15} {100 * busy:9.0f}%")
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ again on a worker:
   standby: a second worker is already polling (N workers in production);
   restart: the only worker is started again right after the kill (a supervisor).
 
-    .venv/bin/python bench/recovery.py [--slow 3] [--repeat 2] [--heartbeat 3]
+    .venv/bin/python bench/recovery.py [--slow 3] [--repeat 2] [--heartbeat 3] [--task-timeout 4]
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import sys
 import tempfile
 import time
 import uuid
+from datetime import timedelta
 from pathlib import Path
 
 from temporalio.api.enums.v1 import TaskQueueType
@@ -122,6 +123,9 @@ async def main() -> None:
     parser.add_argument("--slow", type=float, default=3.0, help="seconds a model turn and a tool take")
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--heartbeat", type=float, help="both heartbeat timeouts, seconds (default: the defaults)")
+    parser.add_argument(
+        "--task-timeout", type=float, help="AgentClient(workflow_task_timeout=…) seconds (default: Temporal's 10)"
+    )
     opts = parser.parse_args()
     SLOW["value"] = opts.slow
     rows: list[tuple[str, str, str, list[tuple[float, float]]]] = []
@@ -136,7 +140,8 @@ async def main() -> None:
             ]
             for w in workers:
                 await w.start(client)
-            agents = AgentClient(client, SqliteStore(store_path), queue)
+            timeout = {"workflow_task_timeout": timedelta(seconds=opts.task_timeout)} if opts.task_timeout else {}
+            agents = AgentClient(client, SqliteStore(store_path), queue, **timeout)
             try:
                 for mode in ("regular", "local"):
                     for phase in ("model", "tool"):

@@ -56,7 +56,6 @@ from durable_agents.tracing import tracer_of
 from durable_agents.versioning import MigrateSessionOutput, migrate, pinned_override
 from durable_agents.workflows import FORK_WORKFLOW
 from durable_agents.workflows.contracts import AGENT_RUN_WORKFLOW, AgentRunInput, Outcome, RunSummary
-from durable_agents.workflows.options import WORKFLOW_TASK_TIMEOUT
 from durable_agents.workflows.search import AGENT_STORE
 
 if TYPE_CHECKING:
@@ -118,9 +117,11 @@ class AgentClient:
     """``summaries``: ``"first-line"`` (``<agent>: <first line of the input>``) or
     ``"agent-only"``; default ``"agent-only"`` when the client's converter has a
     payload codec (encryption: the run's text stays out of Temporal even encrypted),
-    else ``"first-line"``. ``workflow_task_timeout`` (4 s; Temporal's default is 10 s) is
-    given to every run this client starts (and their sub-agents' runs): a worker that
-    dies inside a local activity is noticed when it passes."""
+    else ``"first-line"``. ``workflow_task_timeout`` (None: Temporal's 10 s) is given to
+    every run this client starts, their sub-agents' runs and continued runs: a worker that
+    dies inside a local activity (``Agent(activities="local" | "auto")``) is noticed when
+    it passes; a worker too busy to finish a workflow task in time has its local activities
+    run again (README: Activity modes)."""
 
     def __init__(
         self,
@@ -129,7 +130,7 @@ class AgentClient:
         task_queue: str = DEFAULT_TASK_QUEUE,
         *,
         summaries: Summaries | None = None,
-        workflow_task_timeout: timedelta = WORKFLOW_TASK_TIMEOUT,
+        workflow_task_timeout: timedelta | None = None,
     ):
         self.temporal = client
         self.workflow_task_timeout = workflow_task_timeout
@@ -168,7 +169,7 @@ class AgentClient:
         codec: PayloadCodec | None = None,
         summaries: Summaries | None = None,
         tracing: bool | TracerProvider = False,
-        workflow_task_timeout: timedelta = WORKFLOW_TASK_TIMEOUT,
+        workflow_task_timeout: timedelta | None = None,
     ) -> AgentClient:
         """Connect to Temporal (``temporalio.envconfig`` conventions) and open the store.
 

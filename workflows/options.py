@@ -15,11 +15,6 @@ from temporalio.common import RetryPolicy
 with workflow.unsafe.imports_passed_through():
     from durable_agents.checkpoint.errors import FailureType
 
-WORKFLOW_TASK_TIMEOUT = timedelta(seconds=4)
-"""A run's workflow task timeout (Temporal's default is 10 s; ``AgentClient(workflow_task_timeout=…)``).
-A worker that dies inside a local activity (``activities="local"`` / ``"auto"``) is noticed
-when this passes, as a dead worker inside a regular one is at its 4 s heartbeat timeout;
-a local activity that runs longer keeps its task alive (the SDK heartbeats it at 80 %)."""
 STORE_TIMEOUT = timedelta(seconds=30)
 STORE_HEARTBEAT_SECONDS = 5.0
 """Store activities heartbeat, so a worker killed inside one is noticed in seconds."""
