@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
-
-from temporalio.client import WorkflowFailureError
-from temporalio.exceptions import ApplicationError, FailureError
+from typing import TYPE_CHECKING
 
 from durable_agents.activities.contracts import PendingApproval
 from durable_agents.activities.transcript import pending_tool_calls
@@ -94,7 +92,10 @@ def pending_in(header: CheckpointHeader | WaitingHeader, last_turn: list[Message
 
 # -- failures: ApplicationError.type (a FailureType) -> the typed error -------------------
 
-FailureMapper = Callable[[str, ApplicationError], DurableAgentsError]
+if TYPE_CHECKING:  # the Temporal SDK is imported where a failure is mapped: store-only CLI commands skip it
+    from temporalio.exceptions import ApplicationError
+
+FailureMapper = Callable[[str, "ApplicationError"], DurableAgentsError]
 
 
 def _detail(failure: ApplicationError, index: int) -> object:
@@ -163,6 +164,9 @@ def failure_error(session_id: str, failure: ApplicationError) -> DurableAgentsEr
 
 def outcome_error(session_id: str, error: Exception) -> Exception:
     """A typed error for a failed run or a refused update (mapped by failure type, never by message)."""
+    from temporalio.client import WorkflowFailureError
+    from temporalio.exceptions import ApplicationError, FailureError
+
     cause: BaseException | None = getattr(error, "cause", None)
     while isinstance(cause, FailureError) and cause.cause is not None and not isinstance(cause, ApplicationError):
         cause = cause.cause

@@ -19,6 +19,7 @@ from temporalio.converter import DataConverter, PayloadCodec
 from temporalio.envconfig import ClientConfig
 from temporalio.runtime import Runtime
 
+from durable_agents._defaults import DEFAULT_TASK_QUEUE
 from durable_agents.checkpoint.errors import ConfigurationError
 from durable_agents.plugin import OUR_DATA_CONVERTER, DurableAgentsPlugin, with_our_converter
 
@@ -26,8 +27,6 @@ if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
 
 __all__ = ["DEFAULT_TASK_QUEUE", "connect"]
-
-DEFAULT_TASK_QUEUE = "durable-agents"
 
 
 def data_converter(codec: PayloadCodec | None = None) -> DataConverter:

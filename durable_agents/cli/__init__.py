@@ -29,6 +29,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from durable_agents._defaults import DEFAULT_TASK_QUEUE
 from durable_agents.checkpoint.errors import CheckpointNotFoundError, ConfigurationError, DurableAgentsError
 from durable_agents.cli import approvals, deploys, fork, inspect, production, runs, server, store
 from durable_agents.cli._common import (
@@ -40,7 +41,6 @@ from durable_agents.cli._common import (
     env_flag,
 )
 from durable_agents.cli._messages import cli_message
-from durable_agents.connection import DEFAULT_TASK_QUEUE
 
 DEBUG_ENV = "DURABLE_AGENTS_DEBUG"
 OUTPUT_CLOSED = 128 + 13  # 128 + SIGPIPE, as a shell reports a tool stopped by it

@@ -15,11 +15,11 @@ from datetime import timedelta
 from typing import Any
 from urllib.parse import quote
 
+from durable_agents._defaults import DEFAULT_TASK_QUEUE
 from durable_agents.checkpoint.errors import CheckpointNotFoundError, ConfigurationError
 from durable_agents.checkpoint.format import Checkpoint, CheckpointHeader
 from durable_agents.checkpoint.stores import DEFAULT_STORE_URL, open_store, redact
 from durable_agents.checkpoint.stores.base import CheckpointStore
-from durable_agents.connection import DEFAULT_TASK_QUEUE
 
 STORE_ENV = "DURABLE_AGENTS_STORE"
 STORE_ENCRYPTION_ENV = "DURABLE_AGENTS_STORE_ENCRYPTION"
@@ -87,9 +87,15 @@ def store_of(args: argparse.Namespace) -> CheckpointStore:
 def codec_of(args: argparse.Namespace):
     """The payload codec of ``--encryption-key-file`` or the environment; None without keys."""
     if not hasattr(args, "_codec"):
-        from durable_agents.encryption import encryption_from_env
+        from durable_agents.checkpoint.encryption import load_keys
 
-        args._codec = encryption_from_env(getattr(args, "encryption_key_file", None))
+        keys = load_keys(getattr(args, "encryption_key_file", None))  # malformed keys are refused here
+        if keys is None:
+            args._codec = None  # no keys: the Temporal SDK (which the codec needs) stays unimported
+        else:
+            from durable_agents.encryption import EncryptionCodec
+
+            args._codec = EncryptionCodec(keys)
     return args._codec
 
 

@@ -31,7 +31,6 @@ from durable_agents.cli._common import (
     ui_link,
     unknown_session,
 )
-from durable_agents.cli._progress import NoWorkerWarning
 from durable_agents.cli._render import plural
 from durable_agents.cli.runs import print_outcome, wait_for
 from durable_agents.result import RunResult
@@ -173,6 +172,8 @@ def _check_source_and_target(args: argparse.Namespace) -> None:
 
 
 async def cmd_fork(args: argparse.Namespace) -> int:
+    from durable_agents.cli._progress import NoWorkerWarning
+
     patch = build_patch(args)  # argument errors first, before any connection
     _check_source_and_target(args)
     client = await client_of(args)

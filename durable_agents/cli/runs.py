@@ -13,8 +13,6 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable
 
-from durable_agents._streams import follow, latest_run_start
-from durable_agents._workers import no_worker_message, worker_polling
 from durable_agents.checkpoint.errors import DurableAgentsError
 from durable_agents.checkpoint.format import CheckpointStatus, Message, Role
 from durable_agents.cli._common import (
@@ -32,7 +30,6 @@ from durable_agents.cli._common import (
     unknown_session,
 )
 from durable_agents.cli._live import print_events
-from durable_agents.cli._progress import NoWorkerWarning, Progress
 from durable_agents.cli._render import approval_marks, pending_lines, plural, render_transcript
 from durable_agents.events import Event
 from durable_agents.result import RunResult
@@ -122,6 +119,8 @@ async def wait_for(
 
     Ctrl-C stops the waiting, not the run: :class:`Detached` says how to follow it again.
     """
+    from durable_agents.cli._progress import NoWorkerWarning, Progress
+
     client = await client_of(args)
     quoted = shlex.quote(session_id)
     gone_on = (
@@ -178,6 +177,8 @@ async def print_outcome(
 # -- commands ------------------------------------------------------------------------------
 async def cmd_run(args: argparse.Namespace) -> int:
     from durable_agents._loading import load_agents
+    from durable_agents._streams import follow
+    from durable_agents._workers import no_worker_message, worker_polling
 
     name = load_agents(args.agent)[0].name if ":" in args.agent else args.agent
     session = args.session or f"{name}-{uuid.uuid4().hex[:8]}"
@@ -238,6 +239,8 @@ async def cmd_resume(args: argparse.Namespace) -> int:
 
 async def cmd_watch(args: argparse.Namespace) -> int:
     from temporalio.service import RPCError, RPCStatusCode
+
+    from durable_agents._streams import latest_run_start
 
     client = await client_of(args)
     before = store_of(args).load_header(args.session)
