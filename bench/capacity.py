@@ -1,10 +1,11 @@
 """Many sessions on one worker with a 1 s model: wall time against the ideal, steps/s, worker RSS.
 
 N sessions of --steps steps (a model turn that takes --model-seconds, then an
-instant tool) start at once on one in-process worker on the embedded server;
+instant tool) start at once on one in-process worker on the embedded server (and on
+--workers - 1 more `durable-agents worker` processes on the same task queue and store);
 the ideal wall time is steps × model seconds (every session's turns overlap).
 
-    .venv/bin/python bench/capacity.py [--sessions 50,100,200] [--steps 5] [--mode local,regular]
+    .venv/bin/python bench/capacity.py [--sessions 50,100,200] [--steps 5] [--mode local,regular] [--workers 2]
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import argparse
 import asyncio
 import os
 import resource
+import subprocess
 import sys
 import tempfile
 import time
@@ -22,30 +24,54 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _agents import LIMIT, InstantModel, noop
-from temporalio.api.enums.v1 import EventType, TimeoutType
+from temporalio.api.enums.v1 import EventType, TaskQueueType, TimeoutType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
 
-from durable_agents import Agent, AgentClient, ModelRequest, ModelResponse, build_worker, register_provider
+from durable_agents import AgentClient, build_worker
 from durable_agents.checkpoint import SqliteStore
 from durable_agents.connection import data_converter
 from durable_agents.devserver import DevServer
 
-MODES = ("local", "regular", "auto")
-MODEL_SECONDS = {"value": 1.0}
-CALLS = {"model": 0}
+BENCH = Path(__file__).resolve().parent
+CLI = Path(sys.executable).with_name("durable-agents")
 
 
-class SecondModel(InstantModel):
-    """``second:`` — the bench's instant model after ``--model-seconds`` of waiting (a provider's latency)."""
+def configure(opts: argparse.Namespace, calls: Path) -> None:
+    """The agents' settings, for this process and the workers it starts (``_capacity_agents``)."""
+    os.environ["CAPACITY_MODEL_SECONDS"] = str(opts.model_seconds)
+    os.environ["CAPACITY_STEPS"] = str(opts.steps - 1)  # tool steps; the last model turn answers
+    os.environ["CAPACITY_CALLS"] = str(calls)
+    if opts.model_heartbeat:
+        os.environ["CAPACITY_HEARTBEAT"] = str(opts.model_heartbeat)
 
-    async def generate(self, request: ModelRequest) -> ModelResponse:
-        CALLS["model"] += 1  # more calls than stored turns: a live call timed out and asked again
-        await asyncio.sleep(MODEL_SECONDS["value"])
-        return await super().generate(request)
 
-
-register_provider("second", SecondModel)
+async def start_workers(client: Client, opts: argparse.Namespace, address: str, store: str, queue: str) -> list:
+    """``--workers - 1`` worker processes (the CLI's, with the in-process worker's tuning but the
+    CLI's 100 workflow task slots); back once all poll."""
+    procs = []
+    for _ in range(opts.workers - 1):
+        cmd = [str(CLI), "--address", address, "--store", store, "--task-queue", queue, "worker"]
+        cmd += ["--agent", "_capacity_agents:AGENTS", "--pollers", str(opts.pollers)]
+        cmd += ["--max-concurrent-activities", str(opts.activities)]
+        cmd += ["--sticky-timeout", str(opts.sticky)] if opts.sticky else []
+        env = {**os.environ, "PYTHONPATH": str(BENCH)}
+        procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))  # noqa: ASYNC220
+    while procs:
+        resp = await client.workflow_service.describe_task_queue(
+            DescribeTaskQueueRequest(
+                namespace=client.namespace,
+                task_queue=TaskQueue(name=queue),
+                task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+            )
+        )
+        if len({p.identity for p in resp.pollers}) >= len(procs):  # this process polls once its worker runs
+            break
+        if any(p.poll() is not None for p in procs):
+            raise RuntimeError("a worker process exited at start")
+        await asyncio.sleep(0.2)
+    return procs
 
 
 def cpu_seconds(pid: int | None = None) -> float:
@@ -83,8 +109,9 @@ async def main() -> None:
     parser.add_argument("--model-seconds", type=float, default=1.0)
     parser.add_argument("--mode", default="local,regular", help="of regular, local, auto")
     parser.add_argument(
-        "--task-timeout", type=float, help="AgentClient(workflow_task_timeout=…) seconds (default: the default, 4)"
+        "--task-timeout", type=float, help="AgentClient(workflow_task_timeout=…) seconds (default: Temporal's 10)"
     )
+    parser.add_argument("--workers", type=int, default=1, help="worker processes (the first in this process)")
     parser.add_argument("--model-heartbeat", type=float, help="Agent(model_heartbeat_timeout=…) (default: the default)")
     parser.add_argument("--activities", type=int, default=200, help="build_worker(max_concurrent_activities=…)")
     parser.add_argument("--pollers", default="auto", help="build_worker(pollers=…): 'auto' or a number")
@@ -93,24 +120,14 @@ async def main() -> None:
         "--sticky", type=float, help="build_worker(sticky_queue_timeout=…) seconds (default: the default)"
     )
     opts = parser.parse_args()
-    LIMIT["steps"] = opts.steps - 1  # tool steps; the last model turn answers
-    MODEL_SECONDS["value"] = opts.model_seconds
     ideal = opts.steps * opts.model_seconds
     rows = []
     with tempfile.TemporaryDirectory() as tmp, DevServer(ui=False, db_file=None) as server:
+        configure(opts, Path(tmp) / "calls")
+        from _capacity_agents import AGENTS, MODES, model_calls
+
         client = await Client.connect(server.address, data_converter=data_converter())
         store = SqliteStore(Path(tmp) / "store.db")
-        agents = [
-            Agent(
-                name=f"cap-{m}",
-                model="second:m",
-                tools=[noop],
-                max_steps=1000,
-                activities=m,
-                **({"model_heartbeat_timeout": opts.model_heartbeat} if opts.model_heartbeat else {}),
-            )
-            for m in MODES
-        ]
         queue = f"capacity-{uuid.uuid4().hex[:6]}"
         pollers = opts.pollers if opts.pollers == "auto" else int(opts.pollers)
         tuning = {
@@ -121,20 +138,22 @@ async def main() -> None:
             **({"sticky_queue_timeout": timedelta(seconds=opts.sticky)} if opts.sticky else {}),
         }
         print(f"worker: {tuning}", flush=True)
-        async with build_worker(client, agents=agents, store=store, task_queue=queue, **tuning):
+        procs = await start_workers(client, opts, server.address, f"sqlite:///{Path(tmp) / 'store.db'}", queue)
+        async with build_worker(client, agents=AGENTS, store=store, task_queue=queue, **tuning):
             timeout = {"workflow_task_timeout": timedelta(seconds=opts.task_timeout)} if opts.task_timeout else {}
             da = AgentClient(client, store, queue, **timeout)
             await asyncio.gather(*(da.send(f"cap-{m}", "warm up", session_id=f"warm-{m}") for m in MODES))
             for mode in opts.mode.split(","):
                 for n in (int(x) for x in opts.sessions.split(",")):
-                    started, calls = time.perf_counter(), CALLS["model"]
-                    cpu = cpu_seconds(), cpu_seconds(server.pid)
+                    started, calls = time.perf_counter(), model_calls()
+                    cpu = cpu_seconds(), cpu_seconds(server.pid), sum(cpu_seconds(p.pid) for p in procs)
                     ids = [f"cap-{uuid.uuid4().hex[:10]}" for _ in range(n)]
                     results = await asyncio.gather(*(da.send(f"cap-{mode}", "go", session_id=sid) for sid in ids))
                     wall = time.perf_counter() - started
                     worker_cpu, server_cpu = cpu_seconds() - cpu[0], cpu_seconds(server.pid) - cpu[1]
+                    worker_cpu += sum(cpu_seconds(p.pid) for p in procs) - cpu[2]
                     steps = sum(r.steps for r in results)
-                    twice = CALLS["model"] - calls - sum(r.usage.requests for r in results)
+                    twice = model_calls() - calls - sum(r.usage.requests for r in results)
                     busy = (worker_cpu + server_cpu) / (wall * (os.cpu_count() or 1))
                     late = await task_timeouts(client, ids)
                     rows.append((mode, n, wall, wall / ideal, steps / wall, rss_mb(), twice, late, busy))
@@ -142,12 +161,16 @@ async def main() -> None:
                         f"{mode:8} {n:4} sessions: {wall:6.1f} s ({wall / ideal:.2f}× ideal), "
                         f"{steps / wall:5.1f} steps/s, RSS {rss_mb():.0f} MB, {twice} model calls asked again, "
                         f"{late} workflow tasks timed out; "
-                        f"CPU per step: worker + client {1000 * worker_cpu / steps:.1f} ms, "
+                        f"CPU per step: workers + client {1000 * worker_cpu / steps:.1f} ms, "
                         f"server {1000 * server_cpu / steps:.1f} ms; cores busy {100 * busy:.0f} %",
                         flush=True,
                     )
+        for p in procs:
+            p.terminate()
+            p.wait(30)
         store.close()
-    print(f"\n{opts.steps} steps per session, {opts.model_seconds:g} s model; ideal wall {ideal:g} s")
+    print(f"\n{opts.workers} worker process(es); RSS is the first's")
+    print(f"{opts.steps} steps per session, {opts.model_seconds:g} s model; ideal wall {ideal:g} s")
     print(
         f"{'mode':8} {'sessions':>8} {'wall s':>7} {'× ideal':>8} {'steps/s':>8} {'RSS MB':>7} "
         f"{'asked again':>11} {'tasks timed out':>15} {'cores busy':>10}"
