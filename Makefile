@@ -23,7 +23,7 @@ test: $(STAMP)
 	bash scripts/ensure-postgres.sh
 	bash scripts/ensure-chromium.sh
 	PYTHON=$(PYTHON) bash scripts/ensure-llama-server.sh
-	$(BIN)/python -P -m pytest -q
+	$(BIN)/python -P -m pytest -q --durations=25
 
 test-unit: $(STAMP)
 	$(BIN)/python -P -m pytest -q -m unit
