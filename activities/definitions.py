@@ -203,7 +203,8 @@ class Agent:
     (several times less orchestration overhead), or ``"auto"`` (model turns and store steps
     local, a tool local unless its timeout is over 300 s); see the README."""
     local_activities: bool = False
-    """``activities="local"`` (kept for agents written before ``activities``)."""
+    """``True``: ``activities="local"`` (kept for agents written before ``activities``; read
+    ``activities``, which this is folded into)."""
     model_settings: ModelSettings | None = None
     """Sampling, tool choice and provider extras (recorded per run; ``send(model_settings=…)`` overrides)."""
     usage_limits: UsageLimits | None = None
@@ -266,7 +267,7 @@ class Agent:
                     f"agent {self.name!r}: local_activities=True and activities='auto' disagree; give activities= alone"
                 )
             self.activities = "local"
-        self.local_activities = self.activities == "local"
+            self.local_activities = False  # folded into `activities`: a dataclasses.replace() copy keeps its own choice
         if self.versioning not in ("pinned", "auto-upgrade"):
             raise ConfigurationError(f"agent {self.name!r}: versioning must be 'pinned' or 'auto-upgrade'")
         self.tools = list(self.tools)

@@ -96,4 +96,7 @@ def test_activity_modes_are_checked():
         Agent(name="a", model="scripted:x", activities="auto", local_activities=True)
     old = Agent(name="a", model="scripted:x", local_activities=True)
     assert old.activities == "local" and old.run_config().activity_mode == "local"
-    assert Agent(name="a", model="scripted:x", activities="local").local_activities
+    assert old.run_config().local_activities  # what a reader from before `activities` understands
+    # a copy that names another mode gets it (the old flag does not pull it back to local)
+    assert dataclasses.replace(old, activities="regular").run_config().activity_mode == "regular"
+    assert dataclasses.replace(old, activities="auto").run_config().activity_mode == "auto"
