@@ -111,7 +111,7 @@ async def test_an_approval_with_a_note_leaves_no_text_in_history(env, store, tas
         metadata = await client.get_workflow_handle(sid).query("__temporal_workflow_metadata")
         assert metadata.current_details == f"step 1 · awaiting approval {paused.approval_id} for charge_card"
         first = await agent_client.approve(
-            sid, note="note-Quokka-19: fine, customer agreed", arguments={"amount": 4242}, decided_by="alice@corp"
+            sid, note="note-Quokka-19: fine, customer agreed", arguments={"amount": 73912846}, decided_by="alice@corp"
         )
         done = await agent_client.reject(sid, first.approval_id, note="reject-Pangolin-3", decided_by="alice@corp")
     assert done.finish_reason == "stop"
@@ -122,7 +122,7 @@ async def test_an_approval_with_a_note_leaves_no_text_in_history(env, store, tas
     strings = [
         "Okafor-Holdings",
         "note-Quokka-19",
-        "4242",
+        "73912846",  # long enough not to turn up by chance in an id (a UUID held "4242" once)
         "reject-Pangolin-3",
         "alice@corp",
         "Looking up",
