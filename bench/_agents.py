@@ -80,8 +80,6 @@ class InstantModel:
 register_provider("instant", InstantModel)
 
 
-def bench_agent(mode: bool | str) -> Agent:
-    """``Agent(activities=mode)`` (True: ``local``, False: ``regular``)."""
-    if isinstance(mode, bool):
-        mode = "local" if mode else "regular"
+def bench_agent(mode: str) -> Agent:
+    """The bench's agent with ``Agent(activities=mode)``."""
     return Agent(name=f"bench-{mode}", model="instant:bench", tools=[noop], max_steps=1_000_000, activities=mode)

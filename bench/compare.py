@@ -52,6 +52,8 @@ from durable_agents.connection import data_converter
 from durable_agents.devserver import DevServer
 
 MODES = ("regular", "local", "auto")
+BASELINE = {"regular": "regular", "local": "local", "auto": "local"}
+"""The raw loop each mode is compared with (auto schedules local activities here)."""
 
 
 @dataclass
@@ -100,7 +102,7 @@ def durable_system(client: Client, agents: AgentClient, mode: str) -> System:
     async def run(session_id: str) -> int:
         return (await agents.send(agent, "go", session_id=session_id)).steps
 
-    return System(f"durable-agents {mode}", "raw regular" if mode == "regular" else "raw local", run, client)
+    return System(f"durable-agents {mode}", f"raw {BASELINE[mode]}", run, client)
 
 
 async def pydantic_ai_system(address: str, stack: contextlib.AsyncExitStack) -> System | None:
@@ -139,12 +141,11 @@ def report(systems: list[System], opts: argparse.Namespace) -> None:
             f"{s.history_bytes:>16.0f}{s.history_bytes / base.history_bytes:>7.2f}"
         )
     for mode in MODES:
-        bare_mode = "regular" if mode == "regular" else "local"
-        ours, bare = by_name.get(f"durable-agents {mode}"), by_name.get(f"raw {bare_mode}, no sandbox")
+        ours, bare = by_name.get(f"durable-agents {mode}"), by_name.get(f"raw {BASELINE[mode]}, no sandbox")
         if ours and bare:
             ms = statistics.median(ours.ms_per_step) / statistics.median(bare.ms_per_step)
             sps = max(ours.steps_per_s) / max(bare.steps_per_s)
-            print(f"durable-agents {mode} ÷ raw {bare_mode}, no sandbox: ms/step {ms:.2f}×, steps/s {sps:.2f}×")
+            print(f"durable-agents {mode} ÷ raw {BASELINE[mode]}, no sandbox: ms/step {ms:.2f}×, steps/s {sps:.2f}×")
     if "pydantic-ai regular" not in by_name:
         print("\npydantic-ai: not installed (pip install -e '.[bench]' adds pydantic-ai-slim[temporal])")
 

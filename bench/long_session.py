@@ -43,7 +43,7 @@ def store_bytes(store: SqliteStore) -> int:
 
 async def one_session(client: Client, mode: str, steps: int, block: int) -> None:
     local = mode == "local"
-    agent = bench_agent(local)
+    agent = bench_agent("local" if local else "regular")
     with tempfile.TemporaryDirectory() as tmp:
         store = SqliteStore(Path(tmp) / "store.db")
         queue = f"long-{mode}-{uuid.uuid4().hex[:6]}"

@@ -262,6 +262,14 @@ class RunConfig(FormatModel):
             return self.activities
         return "local" if self.local_activities else "regular"
 
+    def runs_locally(self, tool_timeout: float | None = None) -> bool:
+        """Whether a step of this run is a local activity: a model turn or store step
+        (``tool_timeout`` None), or a tool call of that timeout."""
+        mode = self.activity_mode
+        if mode == "auto":
+            return tool_timeout is None or tool_timeout <= AUTO_LOCAL_TOOL_SECONDS
+        return mode == "local"
+
 
 class Decision(FormatModel):
     """A human's decision on a paused tool call, as recorded when it was applied.

@@ -100,3 +100,6 @@ def test_activity_modes_are_checked():
     # a copy that names another mode gets it (the old flag does not pull it back to local)
     assert dataclasses.replace(old, activities="regular").run_config().activity_mode == "regular"
     assert dataclasses.replace(old, activities="auto").run_config().activity_mode == "auto"
+    auto = Agent(name="a", model="scripted:x", activities="auto").run_config()
+    assert auto.runs_locally() and auto.runs_locally(300.0) and not auto.runs_locally(300.5)
+    assert not Agent(name="a", model="scripted:x").run_config().runs_locally()

@@ -234,7 +234,7 @@ class AgentRunWorkflow(SubagentSteps):
             heartbeat=self.config.model_heartbeat_seconds,
             retry=options.MODEL_RETRY,
             summary=f"model turn {step} ({self.config.model})",
-            local=self.config.activity_mode != "regular",
+            local=self.config.runs_locally(),
         )
         self.state.step_index = step
         # after a context summary stored with it, when there is one (older histories: None)
@@ -310,7 +310,7 @@ class AgentRunWorkflow(SubagentSteps):
             heartbeat=options.STORE_HEARTBEAT_SECONDS,
             retry=options.STORE_RETRY,
             summary=summary,
-            local=self._config is not None and self._config.activity_mode != "regular",  # begin_run: regular
+            local=self._config is not None and self._config.runs_locally(),  # begin_run: regular
         )
 
     async def _call(

@@ -19,14 +19,7 @@ with workflow.unsafe.imports_passed_through():
     import durable_agents.activities.metrics as metrics
     from durable_agents.activities.approvals import ApprovalActivities
     from durable_agents.activities.tools import ToolActivities
-    from durable_agents.checkpoint.format import (
-        AUTO_LOCAL_TOOL_SECONDS,
-        CheckpointStatus,
-        FinishReason,
-        RunConfig,
-        ToolCall,
-        ToolSpec,
-    )
+    from durable_agents.checkpoint.format import CheckpointStatus, FinishReason, RunConfig, ToolCall, ToolSpec
     from durable_agents.workflows import options
     from durable_agents.workflows.approvals import ApprovalGate
     from durable_agents.workflows.contracts import RunSummary
@@ -205,7 +198,6 @@ class ToolSteps:
             return await self._run_subagent(call, batch, index)  # a child workflow, not the tool activity
         self._set_details(f"tool {call.name}")
         timeout = spec.timeout_seconds if spec else options.TOOL_TIMEOUT_SECONDS
-        mode = self.config.activity_mode
         out = await self._call(
             ToolActivities.execute_tool,
             c.ExecuteToolInput(
@@ -226,7 +218,7 @@ class ToolSteps:
             else options.TOOL_HEARTBEAT_SECONDS,
             retry=options.TOOL_RETRY,
             summary=f"tool {call.name} {call.id}",
-            local=mode == "local" or (mode == "auto" and timeout <= AUTO_LOCAL_TOOL_SECONDS),
+            local=self.config.runs_locally(timeout),
         )
         return out.recorded_through
 
