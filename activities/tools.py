@@ -19,13 +19,13 @@ from temporalio.exceptions import ApplicationError
 from durable_agents.activities import metrics, tracing
 from durable_agents.activities.approvals import approved_content, decision_at
 from durable_agents.activities.contracts import EXECUTE_TOOL, ExecuteToolInput, ExecuteToolOutput
-from durable_agents.activities.definitions import Tool, ToolContext
 from durable_agents.activities.deps import ActivityDeps, heartbeating
 from durable_agents.activities.events import streams, write_events
 from durable_agents.activities.hooks import Rewrite, Veto, run_hook
 from durable_agents.activities.keys import idempotency_key
 from durable_agents.activities.providers.base import INVALID_JSON_KEY
 from durable_agents.activities.step_events import tool_finished, tool_started
+from durable_agents.activities.tool_definitions import Tool, ToolContext
 from durable_agents.activities.transcript import repair_text, repaired_value
 from durable_agents.checkpoint.errors import FailureType
 from durable_agents.checkpoint.format import CheckpointHeader, Message, ToolCall

@@ -15,12 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from durable_agents.activities.contracts import ApprovalDecision, PendingApproval
-    from durable_agents.activities.definitions import Agent, Tool, ToolContext, tool
+    from durable_agents.activities.definitions import Agent
     from durable_agents.activities.hooks import Hooks, Rewrite, Veto
     from durable_agents.activities.mcp_servers import MCPServerHTTP, MCPServerStdio
     from durable_agents.activities.providers.base import ModelProvider, ModelRequest, ModelResponse
     from durable_agents.activities.providers.registry import register_provider
     from durable_agents.activities.providers.scripted import ScriptedToolCall, ScriptedTurn, register_script
+    from durable_agents.activities.tool_definitions import Tool, ToolContext, tool
     from durable_agents.checkpoint.context_policy import KeepLastTurns, SummarizeOlder, TokenBudget
     from durable_agents.checkpoint.fork import Patch
     from durable_agents.checkpoint.format import (
@@ -98,9 +99,9 @@ _EXPORTS: dict[str, str] = {
     "StoreCorruptError": "durable_agents.errors",
     "StoreDamageWarning": "durable_agents.errors",
     "StoreUnavailableError": "durable_agents.errors",
-    "Tool": "durable_agents.activities.definitions",
+    "Tool": "durable_agents.activities.tool_definitions",
     "ToolCall": "durable_agents.checkpoint.format",
-    "ToolContext": "durable_agents.activities.definitions",
+    "ToolContext": "durable_agents.activities.tool_definitions",
     "ToolDurabilityError": "durable_agents.errors",
     "Usage": "durable_agents.checkpoint.format",
     "build_worker": "durable_agents.worker",
@@ -118,7 +119,7 @@ _EXPORTS: dict[str, str] = {
     "Rewrite": "durable_agents.activities.hooks",
     "PropagatingToolError": "durable_agents.errors",
     "HookFailedError": "durable_agents.errors",
-    "tool": "durable_agents.activities.definitions",
+    "tool": "durable_agents.activities.tool_definitions",
     "KeepLastTurns": "durable_agents.checkpoint.context_policy",
     "TokenBudget": "durable_agents.checkpoint.context_policy",
     "SummarizeOlder": "durable_agents.checkpoint.context_policy",

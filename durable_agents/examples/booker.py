@@ -17,8 +17,9 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from durable_agents.activities.definitions import Agent, ToolContext, tool
+from durable_agents.activities.definitions import Agent
 from durable_agents.activities.providers.scripted import ScriptedToolCall, ScriptedTurn, register_script
+from durable_agents.activities.tool_definitions import ToolContext, tool
 from durable_agents.checkpoint.format import Message, Role
 
 OUTBOX = Path(os.environ.get("DURABLE_AGENTS_DEMO_DIR", ".durable-agents/demo")) / "outbox.jsonl"

@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from durable_agents.activities.definitions import ToolContext
 from durable_agents.activities.providers.base import ModelProvider, ModelRequest, ModelResponse
 from durable_agents.activities.providers.registry import BUILTIN_PROVIDERS, ProviderRegistry
+from durable_agents.activities.tool_definitions import ToolContext
 from durable_agents.checkpoint.stores.base import CheckpointStore
 
 LOG_DIR_ENV = "DURABLE_AGENTS_TESTING_DIR"
