@@ -22,7 +22,7 @@ from durable_agents.activities.transcript_cache import TranscriptCache
 from durable_agents.activities.versioning import WorkerBuild
 from durable_agents.checkpoint.errors import CheckpointNotFoundError, DurableAgentsError, FailureType
 from durable_agents.checkpoint.format import CheckpointHeader, Message, ToolCall
-from durable_agents.checkpoint.stores.base import CheckpointStore
+from durable_agents.checkpoint.stores.base import CheckpointStore, WouldWait
 from durable_agents.checkpoint.stores.encrypted import refuse_sealed
 
 T = TypeVar("T")
@@ -142,10 +142,15 @@ class ActivityDeps:
                     await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
 
-    @staticmethod
-    async def _call(fn: Callable[..., T], *args: object) -> T:
-        async with heartbeating(0.5):
-            with tracing.store_call(fn):  # a span per store call when the worker traces
+    async def _call(self, fn: Callable[..., T], *args: object) -> T:
+        """``fn(*args)`` on the event loop when the store can run it there without waiting
+        (``CheckpointStore.without_waiting``: SQLite, uncontended), else in a thread."""
+        with tracing.store_call(fn):  # a span per store call when the worker traces
+            with self.store.without_waiting() as now:
+                if now:
+                    with contextlib.suppress(WouldWait):
+                        return fn(*args)
+            async with heartbeating(0.5):
                 return await asyncio.to_thread(fn, *args)
 
 
@@ -185,9 +190,11 @@ async def heartbeating(every: float) -> AsyncIterator[None]:
         return
 
     async def beat() -> None:
+        # The heartbeat timeout counts from the attempt's start, so the first beat can
+        # wait: an instant step then sends none (each is an RPC the server persists).
         while True:
-            activity.heartbeat()
             await asyncio.sleep(every)
+            activity.heartbeat()
 
     task = asyncio.create_task(beat())
     try:

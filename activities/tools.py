@@ -60,6 +60,18 @@ class ToolResultError(Exception):
         self.content, self.kind = content, kind
 
 
+def _aborted() -> bool:
+    """Whether a cancelled call was cancelled by its run (an abort), rather than by a worker
+    shutdown (Temporal retries the call on another worker), its run's end (terminated or
+    timed out: the run's next run finds the call started without a result, as after a
+    crash) or its attempt's timeout (the retry finds the same). Only an abort records
+    ``cancelled``: it says the call was stopped on purpose, which none of the others did."""
+    if activity.is_worker_shutdown():
+        return False
+    details = activity.cancellation_details()
+    return details is None or not (details.not_found or details.timed_out or details.worker_shutdown)
+
+
 def timeout_result(tool: Tool) -> dict[str, Any]:
     return {
         "error": f"tool {tool.name!r} did not finish within {tool.timeout_seconds:g} s; it was stopped "
@@ -87,8 +99,8 @@ class ToolActivities:
             except PropagatingToolError as e:
                 raise await self._propagate(inp, e) from None
             except asyncio.CancelledError:
-                if activity.is_worker_shutdown():
-                    raise  # not an abort: Temporal retries the call on another worker
+                if not _aborted():
+                    raise  # a worker shutdown, a run gone or an attempt timed out: see _aborted
                 # The run was aborted: this call's result is "cancelled" (unless it has one).
                 cancelled = Message.tool_result(inp.call, CANCELLED, is_error=True)
                 await asyncio.shield(

@@ -356,7 +356,11 @@ async def test_a_terminated_parent_terminates_its_running_subagent_and_its_next_
                 await asyncio.sleep(0.1)
             described = await client.temporal.get_workflow_handle(child).describe()
             assert described.status == WorkflowExecutionStatus.TERMINATED
+            # the running tool learns that its run is gone at its next heartbeat (at most 1 s on):
+            # what it leaves behind then (no result: it was not aborted) is what the next run finds
+            await asyncio.sleep(1.5)
             assert store.load_header(child).status == CheckpointStatus.IN_PROGRESS  # resumable, not aborted
+            assert results(store, child) == []
 
             done = await asyncio.wait_for(client.resume(sid), 60)
             assert done.finish_reason == FinishReason.STOP and done.text == "Slow done."

@@ -19,7 +19,8 @@ The worker calls them from a thread so the event loop never waits on disk.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import ClassVar
@@ -37,6 +38,12 @@ from durable_agents.checkpoint.transcript import last_turn_messages
 from durable_agents.checkpoint.waiting import WaitingHeader, WaitingSession
 
 DEFAULT_HISTORY_LIMIT = 50
+
+
+class WouldWait(Exception):
+    """Raised by a call made inside :meth:`CheckpointStore.without_waiting` that would have had
+    to wait (another process holds the database's write lock) before it changed anything:
+    make the call again where it may wait (a thread)."""
 
 
 @dataclass(frozen=True)
@@ -106,6 +113,18 @@ class CheckpointStore(ABC):
     @abstractmethod
     def location(self) -> str:
         """Where the store lives, for people: an absolute path, or a URL without its password."""
+
+    @contextmanager
+    def without_waiting(self) -> Iterator[bool]:
+        """Whether calls made inside may run on the caller's own thread (an event loop's) now:
+        only for a store whose calls do no I/O that can block for long (an embedded database
+        on a local disk) and only while this handle is free. A call inside that would wait
+        (another process holds the write lock) raises :class:`WouldWait` with nothing changed.
+
+        The worker runs a step's store calls inside it, and in a thread when it says False:
+        a thread hop per call costs more than most calls do, and a store thread competes
+        with the event loop for the GIL. The default says False: every call in a thread."""
+        yield False
 
     # -- public API ------------------------------------------------------
     def load(self, session_id: str) -> Checkpoint | None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Callable, Collection
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -90,6 +91,9 @@ class EncryptedStore(CheckpointStore):
     @property
     def location(self) -> str:
         return self.inner.location
+
+    def without_waiting(self) -> AbstractContextManager[bool]:
+        return self.inner.without_waiting()
 
     # -- sealing ------------------------------------------------------------------------------
     def _seal_text(self, text: str) -> str:

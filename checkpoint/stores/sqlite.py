@@ -37,8 +37,12 @@ from durable_agents.checkpoint.errors import (
     StoreUnavailableError,
 )
 from durable_agents.checkpoint.stores._sql import Dialect, SqlStore
-from durable_agents.checkpoint.stores.base import DEFAULT_HISTORY_LIMIT
+from durable_agents.checkpoint.stores.base import DEFAULT_HISTORY_LIMIT, WouldWait
 from durable_agents.checkpoint.stores.sqlite_schema import MIGRATIONS
+
+BUSY_TIMEOUT_MS = 10_000
+"""How long a call waits for another process's write lock (in a thread; on the caller's
+thread, inside ``without_waiting``, it does not wait)."""
 
 SQLITE = Dialect(
     mark="?",
@@ -58,6 +62,9 @@ class SqliteStore(SqlStore):
         self.path = str(path)
         self._location = "memory:" if self.path == ":memory:" else os.path.abspath(self.path)
         self._file: tuple[int, int] | None = None  # (device, inode) of the file opened
+        self._commits = 0
+        self._no_wait_from: int | None = None
+        """Inside ``without_waiting``: the commits before it (a lock wait after one is an error)."""
         try:
             if self.path != ":memory:":
                 _create_private_file(Path(self.path))
@@ -67,7 +74,7 @@ class SqliteStore(SqlStore):
                 self._file = (opened.st_dev, opened.st_ino)
             self._db.execute("PRAGMA journal_mode=WAL" if self.path != ":memory:" else "PRAGMA journal_mode=MEMORY")
             self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute("PRAGMA busy_timeout=10000")
+            self._db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
             self._migrate()
         except (sqlite3.Error, OSError) as e:
             typed = sqlite_error(e, self._location)
@@ -98,6 +105,7 @@ class SqliteStore(SqlStore):
                 if write:
                     self._check_same_store()
                 self._db.execute("COMMIT")
+                self._commits += 1
             except BaseException:
                 # SQLite already rolled back after some errors (a full disk): a
                 # ROLLBACK then would only hide the error that caused it.
@@ -106,10 +114,37 @@ class SqliteStore(SqlStore):
                         self._db.execute("ROLLBACK")
                 raise
         except sqlite3.Error as e:
+            if self._no_wait_from == self._commits and getattr(e, "sqlite_errorcode", 0) & 0xFF in (_BUSY, _LOCKED):
+                raise WouldWait(str(e)) from e  # nothing of this call was committed: run it again, waiting
             typed = sqlite_error(e, self._location)
             if typed is None:
                 raise
             raise typed from e
+
+    @contextmanager
+    def without_waiting(self) -> Iterator[bool]:
+        """True while no other thread uses this handle: then SQLite does not wait for a lock
+        inside (``busy_timeout`` 0) and a call that would raises ``WouldWait``. A write lock held
+        by another process is the only wait of a local file in WAL mode; committing may also
+        checkpoint the WAL into the database file (every ~4 MB written), which stays here."""
+        free = self._lock.acquire(blocking=False)
+        if free:
+            try:
+                self._db.execute("PRAGMA busy_timeout=0")
+            except sqlite3.Error:  # closed: the call, in a thread, says so
+                free = False
+                self._lock.release()
+        if not free:
+            yield False
+            return
+        self._no_wait_from = self._commits
+        try:
+            yield True
+        finally:
+            self._no_wait_from = None
+            with contextlib.suppress(sqlite3.Error):
+                self._db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+            self._lock.release()
 
     def _check_same_store(self) -> None:
         """Refuse to commit unless the file at the path is the one opened."""
@@ -132,7 +167,7 @@ class SqliteStore(SqlStore):
             self._db.close()
 
 
-_READONLY, _CORRUPT, _FULL, _CANTOPEN, _NOTADB = 8, 11, 13, 14, 26
+_BUSY, _LOCKED, _READONLY, _CORRUPT, _FULL, _CANTOPEN, _NOTADB = 5, 6, 8, 11, 13, 14, 26
 _READONLY_DIRECTORY = 1544
 
 
