@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Callable, Collection
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Collection, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -92,8 +92,10 @@ class EncryptedStore(CheckpointStore):
     def location(self) -> str:
         return self.inner.location
 
-    def without_waiting(self) -> AbstractContextManager[bool]:
-        return self.inner.without_waiting()
+    @contextmanager
+    def without_waiting(self) -> Iterator[bool]:
+        with self.inner.without_waiting() as now:
+            yield now
 
     # -- sealing ------------------------------------------------------------------------------
     def _seal_text(self, text: str) -> str:

@@ -1,0 +1,115 @@
+"""``CheckpointStore.without_waiting``: a worker runs a step's SQLite calls on its event loop
+only when they cannot wait, and a call that would wait changes nothing and says so."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+
+import pytest
+
+from durable_agents.checkpoint import Checkpoint, CheckpointStatus, FileStore, Message, SqliteStore
+from durable_agents.checkpoint.format import Role
+from durable_agents.checkpoint.stores.base import WouldWait
+from durable_agents.checkpoint.stores.sqlite import BUSY_TIMEOUT_MS
+
+
+def _session(store: SqliteStore, sid: str = "s") -> None:
+    store.save(
+        Checkpoint(
+            session_id=sid, status=CheckpointStatus.IN_PROGRESS, messages=[Message(role=Role.USER, content="hi")]
+        )
+    )
+
+
+def _busy_timeout(store: SqliteStore) -> int:
+    with store._open(write=False) as cur:
+        return cur.execute("PRAGMA busy_timeout").fetchone()[0]
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = SqliteStore(tmp_path / "s.db")
+    _session(s)
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def other_writer(store):
+    """Another connection to the same file (as another worker process would be)."""
+    conn = sqlite3.connect(store.path, isolation_level=None, check_same_thread=False)
+    yield conn
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
+    conn.close()
+
+
+def test_an_uncontended_sqlite_store_runs_calls_on_the_callers_thread_and_waits_again_after(store):
+    with store.without_waiting() as now:
+        assert now
+        assert store.tool_started("s", 1) == 0
+    assert _busy_timeout(store) == BUSY_TIMEOUT_MS  # calls in threads wait for a lock as before
+
+
+def test_a_store_that_makes_no_such_claim_runs_every_call_in_a_thread(tmp_path):
+    with FileStore(tmp_path / "files").without_waiting() as now:  # it fsyncs: never on the loop
+        assert not now
+
+
+def test_while_another_thread_uses_the_handle_calls_go_to_a_thread(store):
+    inside, leave = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with store.without_waiting() as now:
+            assert now
+            inside.set()
+            leave.wait(10)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert inside.wait(10)
+        with store.without_waiting() as now:
+            assert not now  # it would have waited for the other thread
+    finally:
+        leave.set()
+        holder.join()
+    with store.without_waiting() as now:
+        assert now
+
+
+def test_a_write_that_would_wait_for_another_process_changes_nothing_and_says_so_at_once(store, other_writer):
+    other_writer.execute("BEGIN IMMEDIATE")  # holds the write lock
+    started = time.monotonic()
+    with pytest.raises(WouldWait), store.without_waiting() as now:
+        assert now
+        store.tool_started("s", 1)
+    assert time.monotonic() - started < 1.0  # did not wait for the lock (BUSY_TIMEOUT_MS in a thread)
+    other_writer.execute("ROLLBACK")
+    assert store.tool_started("s", 1) == 0  # the refused call was not counted
+    with store.without_waiting() as now:
+        assert now  # the handle is free again
+
+
+def test_reads_do_not_wait_for_another_writer(store, other_writer):
+    other_writer.execute("BEGIN IMMEDIATE")
+    with store.without_waiting() as now:
+        assert now
+        assert store.load_header("s").message_count == 1  # WAL: a reader needs no lock
+
+
+def test_a_call_that_committed_before_it_would_wait_raises_the_real_error_not_would_wait(store, other_writer):
+    """Running it again in a thread would repeat what it committed: it fails as it did before."""
+
+    def two_writes() -> None:
+        store.tool_started("s", 1)  # committed
+        other_writer.execute("BEGIN IMMEDIATE")
+        store.tool_started("s", 2)
+
+    with pytest.raises(sqlite3.OperationalError, match="locked"), store.without_waiting() as now:
+        assert now
+        two_writes()
+    other_writer.execute("ROLLBACK")
+    assert store.tool_started("s", 1) == 1 and store.tool_started("s", 2) == 0
