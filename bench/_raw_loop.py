@@ -8,6 +8,7 @@ Temporal's own. A module of its own so the workflow sandbox can import it.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import dataclass
 from datetime import timedelta
@@ -21,6 +22,8 @@ PAD = "x" * 1000
 class RawRun:
     steps: int
     local: bool
+    model_seconds: float = 0.0
+    """The model-like activity's latency (``capacity.py``); 0: instant."""
 
 
 @dataclass
@@ -35,6 +38,13 @@ async def raw_model_turn(last_result: str) -> RawTurn:
     return RawTurn(text=f"step {n} {PAD}", tool_call=n)
 
 
+@activity.defn(name="raw-slow-model-turn")
+async def raw_slow_model_turn(last_result: str, seconds: float) -> RawTurn:
+    """``raw_model_turn`` after ``seconds`` of waiting (a provider's latency)."""
+    await asyncio.sleep(seconds)
+    return await raw_model_turn(last_result)
+
+
 @activity.defn(name="raw-tool-call")
 async def raw_tool_call(n: int) -> str:
     return json.dumps({"n": n, "pad": PAD})
@@ -47,7 +57,10 @@ class RawAgentLoop:
         """``run.steps`` tool steps, then a last model turn; returns the model turns (steps + 1)."""
         last = "go"
         for step in range(run.steps + 1):
-            turn = await self._call(raw_model_turn, last, run.local)
+            if run.model_seconds:
+                turn = await self._call(raw_slow_model_turn, [last, run.model_seconds], run.local)
+            else:
+                turn = await self._call(raw_model_turn, last, run.local)
             if step == run.steps:
                 return step + 1
             last = await self._call(raw_tool_call, turn.tool_call, run.local)
@@ -56,6 +69,7 @@ class RawAgentLoop:
     @staticmethod
     async def _call(fn, arg, local: bool):  # type: ignore[no-untyped-def]
         timeout = timedelta(seconds=60)
+        args = {"args": arg} if isinstance(arg, list) else {"arg": arg}
         if local:
-            return await workflow.execute_local_activity(fn, arg, start_to_close_timeout=timeout)
-        return await workflow.execute_activity(fn, arg, start_to_close_timeout=timeout)
+            return await workflow.execute_local_activity(fn, **args, start_to_close_timeout=timeout)
+        return await workflow.execute_activity(fn, **args, start_to_close_timeout=timeout)

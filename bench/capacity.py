@@ -3,15 +3,19 @@
 N sessions of --steps steps (a model turn that takes --model-seconds, then an
 instant tool) start at once on one in-process worker on the embedded server (and on
 --workers - 1 more `durable-agents worker` processes on the same task queue and store);
-the ideal wall time is steps × model seconds (every session's turns overlap).
+the ideal wall time is steps × model seconds (every session's turns overlap). The modes
+``raw-local`` and ``raw-regular`` run the same sessions on the raw Temporal loop
+(``_raw_loop.py``: a model-like activity with the same latency and an instant tool-like one,
+no store), on a worker with the same tuning, side by side in the same run.
 
-    .venv/bin/python bench/capacity.py [--sessions 50,100,200] [--steps 5] [--mode local,regular] [--workers 2]
+    .venv/bin/python bench/capacity.py [--sessions 50,100,200] [--steps 5] [--mode raw-local,local,...] [--workers 2]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import resource
 import subprocess
@@ -24,10 +28,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _raw_loop import RawAgentLoop, RawRun, raw_slow_model_turn, raw_tool_call
 from temporalio.api.enums.v1 import EventType, TaskQueueType, TimeoutType
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
+from temporalio.worker import PollerBehaviorAutoscaling, PollerBehaviorSimpleMaximum, Worker
 
 from durable_agents import AgentClient, build_worker
 from durable_agents.checkpoint import SqliteStore
@@ -98,6 +104,20 @@ async def task_timeouts(client: Client, workflow_ids: list[str]) -> int:
     return late
 
 
+def raw_tuning(tuning: dict) -> dict:
+    """The raw loop's worker (Temporal's defaults otherwise: its workflow sandbox) with our worker's tuning."""
+    pollers = tuning["pollers"]
+    behavior = PollerBehaviorAutoscaling() if pollers == "auto" else PollerBehaviorSimpleMaximum(pollers)
+    return {
+        "activities": [raw_slow_model_turn, raw_tool_call],
+        "max_concurrent_workflow_tasks": tuning["max_concurrent_workflow_tasks"],
+        "max_concurrent_activities": tuning["max_concurrent_activities"],
+        "max_concurrent_local_activities": tuning["max_concurrent_local_activities"],
+        "workflow_task_poller_behavior": behavior,
+        "activity_task_poller_behavior": behavior,
+    }
+
+
 def rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
@@ -107,7 +127,11 @@ async def main() -> None:
     parser.add_argument("--sessions", default="50,100,200")
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--model-seconds", type=float, default=1.0)
-    parser.add_argument("--mode", default="local,regular", help="of regular, local, auto")
+    parser.add_argument(
+        "--mode",
+        default="raw-local,local,raw-regular,regular",
+        help="of regular, local, auto, and the raw Temporal loop: raw-regular, raw-local",
+    )
     parser.add_argument(
         "--task-timeout", type=float, help="AgentClient(workflow_task_timeout=…) seconds (default: Temporal's 10)"
     )
@@ -139,26 +163,45 @@ async def main() -> None:
         }
         print(f"worker: {tuning}", flush=True)
         procs = await start_workers(client, opts, server.address, f"sqlite:///{Path(tmp) / 'store.db'}", queue)
-        async with build_worker(client, agents=AGENTS, store=store, task_queue=queue, **tuning):
+        async with contextlib.AsyncExitStack() as stack:
+            await stack.enter_async_context(
+                build_worker(client, agents=AGENTS, store=store, task_queue=queue, **tuning)
+            )
             timeout = {"workflow_task_timeout": timedelta(seconds=opts.task_timeout)} if opts.task_timeout else {}
             da = AgentClient(client, store, queue, **timeout)
             await asyncio.gather(*(da.send(f"cap-{m}", "warm up", session_id=f"warm-{m}") for m in MODES))
+            raw_queue = f"{queue}-raw"
+            raw = Worker(client, task_queue=raw_queue, workflows=[RawAgentLoop], **raw_tuning(tuning))
+            await stack.enter_async_context(raw)
+
+            async def run_raw(mode: str, ids: list[str]) -> tuple[int, int]:
+                run = RawRun(steps=opts.steps - 1, local=mode == "raw-local", model_seconds=opts.model_seconds)
+                turns = await asyncio.gather(
+                    *(client.execute_workflow(RawAgentLoop.run, run, id=i, task_queue=raw_queue) for i in ids)
+                )
+                return sum(turns), 0
+
+            async def run_ours(mode: str, ids: list[str]) -> tuple[int, int]:
+                calls = model_calls()
+                results = await asyncio.gather(*(da.send(f"cap-{mode}", "go", session_id=sid) for sid in ids))
+                return sum(r.steps for r in results), model_calls() - calls - sum(r.usage.requests for r in results)
+
+            await run_raw("raw-local", ["warm-raw-local"])
+            await run_raw("raw-regular", ["warm-raw-regular"])
             for mode in opts.mode.split(","):
                 for n in (int(x) for x in opts.sessions.split(",")):
-                    started, calls = time.perf_counter(), model_calls()
+                    started = time.perf_counter()
                     cpu = cpu_seconds(), cpu_seconds(server.pid), sum(cpu_seconds(p.pid) for p in procs)
                     ids = [f"cap-{uuid.uuid4().hex[:10]}" for _ in range(n)]
-                    results = await asyncio.gather(*(da.send(f"cap-{mode}", "go", session_id=sid) for sid in ids))
+                    steps, twice = await (run_raw if mode.startswith("raw-") else run_ours)(mode, ids)
                     wall = time.perf_counter() - started
                     worker_cpu, server_cpu = cpu_seconds() - cpu[0], cpu_seconds(server.pid) - cpu[1]
                     worker_cpu += sum(cpu_seconds(p.pid) for p in procs) - cpu[2]
-                    steps = sum(r.steps for r in results)
-                    twice = model_calls() - calls - sum(r.usage.requests for r in results)
                     busy = (worker_cpu + server_cpu) / (wall * (os.cpu_count() or 1))
                     late = await task_timeouts(client, ids)
                     rows.append((mode, n, wall, wall / ideal, steps / wall, rss_mb(), twice, late, busy))
                     print(
-                        f"{mode:8} {n:4} sessions: {wall:6.1f} s ({wall / ideal:.2f}× ideal), "
+                        f"{mode:11} {n:4} sessions: {wall:6.1f} s ({wall / ideal:.2f}× ideal), "
                         f"{steps / wall:5.1f} steps/s, RSS {rss_mb():.0f} MB, {twice} model calls asked again, "
                         f"{late} workflow tasks timed out; "
                         f"CPU per step: workers + client {1000 * worker_cpu / steps:.1f} ms, "
@@ -172,11 +215,19 @@ async def main() -> None:
     print(f"\n{opts.workers} worker process(es); RSS is the first's")
     print(f"{opts.steps} steps per session, {opts.model_seconds:g} s model; ideal wall {ideal:g} s")
     print(
-        f"{'mode':8} {'sessions':>8} {'wall s':>7} {'× ideal':>8} {'steps/s':>8} {'RSS MB':>7} "
+        "×raw: steps/s against the raw loop of the same activity kind (local and auto: raw-local) at as many sessions"
+    )
+    print(
+        f"{'mode':11} {'sessions':>8} {'wall s':>7} {'× ideal':>8} {'steps/s':>8} {'×raw':>5} {'RSS MB':>7} "
         f"{'asked again':>11} {'tasks timed out':>15} {'cores busy':>10}"
     )
+    rates = {(mode, n): rate for mode, n, _, _, rate, *_ in rows}
     for mode, n, wall, ratio, rate, rss, twice, late, busy in rows:
-        print(f"{mode:8} {n:8} {wall:7.1f} {ratio:8.2f} {rate:8.1f} {rss:7.0f} {twice:11} {late:15} {100 * busy:9.0f}%")
+        base = rates.get(("raw-regular" if mode == "regular" else "raw-local", n))
+        vs = f"{rate / base:5.2f}" if base and not mode.startswith("raw-") else f"{'':5}"
+        print(
+            f"{mode:11} {n:8} {wall:7.1f} {ratio:8.2f} {rate:8.1f} {vs} {rss:7.0f} {twice:11} {late:15} {100 * busy:9.0f}%"
+        )
 
 
 if __name__ == "__main__":
