@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import itertools
 import time
 from pathlib import Path
 
 import pytest
 
-from durable_agents import Agent, ScriptedToolCall, ScriptedTurn, register_script
+from durable_agents import Agent, ScriptedToolCall, ScriptedTurn, build_worker, register_script
 from durable_agents._workers import no_worker_message, worker_polling, workflow_pollers
 from tests.agents import slow_tool, weather_agent
 from tests.conftest import session_id
@@ -75,6 +76,7 @@ async def test_a_wrong_poller_count_is_refused_saying_what_to_use(env, store, ta
         (["--pollers", "lots"], "--pollers lots: use a number (1 or more) or 'auto'"),
         (["--sticky-timeout", "0"], "--sticky-timeout 0: use a positive number of seconds"),
         (["--max-concurrent-activities", "0"], "--max-concurrent-activities 0: use a positive number"),
+        (["--max-concurrent-workflow-tasks", "0"], "--max-concurrent-workflow-tasks 0: use a positive number"),
     ],
 )
 def test_the_worker_command_refuses_wrong_tuning_before_it_connects(tmp_path, flags, says):
@@ -146,3 +148,16 @@ print(before, [m in sys.modules for m in ("anthropic", "openai")])
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["[False,", "False]", "[True,", "True]"]
+
+
+@pytest.mark.parametrize("command", ["worker", "dev"])
+def test_the_worker_flags_reach_build_worker(command):
+    from durable_agents.cli import build_parser
+    from durable_agents.cli.server import _tuning_of
+
+    argv = [command, "--max-concurrent-workflow-tasks", "400", "--max-cached-workflows", "50", "--pollers", "auto"]
+    argv += ["--agent", "tests.agents:weather_agent"]
+    tuning = _tuning_of(build_parser().parse_args(argv))
+    assert tuning["max_concurrent_workflow_tasks"] == 400 and tuning["max_cached_workflows"] == 50
+    assert tuning["pollers"] == "auto" and tuning["max_concurrent_local_activities"] == 200
+    assert set(tuning) <= set(inspect.signature(build_worker).parameters)  # every one a keyword it takes

@@ -101,6 +101,14 @@ def _tuning_args(p: argparse.ArgumentParser) -> None:
         help="model calls, tools and store steps running at once (regular and local, each; default 200)",
     )
     g.add_argument(
+        "--max-concurrent-workflow-tasks",
+        type=int,
+        default=100,
+        metavar="N",
+        help="workflow tasks at once; with local or auto activities a run's task lasts through its model call, "
+        "so this bounds the runs in a model call at once (default 100)",
+    )
+    g.add_argument(
         "--max-cached-workflows",
         type=int,
         default=1000,
@@ -129,6 +137,7 @@ def _tuning_of(args: argparse.Namespace) -> dict:
         except ValueError:
             raise ConfigurationError(f"--pollers {args.pollers}: use a number (1 or more) or 'auto'") from None
     for flag, value in (("--max-concurrent-activities", args.max_concurrent_activities),
+                        ("--max-concurrent-workflow-tasks", args.max_concurrent_workflow_tasks),
                         ("--max-cached-workflows", args.max_cached_workflows)):  # fmt: skip
         if value < (0 if flag == "--max-cached-workflows" else 1):
             raise ConfigurationError(f"{flag} {value}: use a positive number")
@@ -137,6 +146,7 @@ def _tuning_of(args: argparse.Namespace) -> dict:
     return {
         "max_concurrent_activities": args.max_concurrent_activities,
         "max_concurrent_local_activities": args.max_concurrent_activities,
+        "max_concurrent_workflow_tasks": args.max_concurrent_workflow_tasks,
         "max_cached_workflows": args.max_cached_workflows,
         "pollers": pollers,
         "sticky_queue_timeout": timedelta(seconds=args.sticky_timeout),
