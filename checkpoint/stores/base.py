@@ -13,7 +13,9 @@ Two kinds of method:
   appending twice.
 
 Methods are synchronous: stores are plain libraries usable without Temporal.
-The worker calls them from a thread so the event loop never waits on disk.
+The worker calls them from a thread so its event loop never waits on disk or a
+lock, except where a store says a call cannot wait (``without_waiting``): then on
+the event loop, which saves the thread hop.
 """
 
 from __future__ import annotations
