@@ -133,14 +133,15 @@ class ToolActivities:
         )
 
     def _call_state(self, inp: ExecuteToolInput) -> tuple[Message | None, CheckpointHeader, ToolCall]:
-        """One store round trip before a call: its result if one is recorded, the live
-        checkpoint, and the call with its arguments (read from the stored turn when the
-        workflow holds a reference)."""
-        recorded = self.deps.store.tool_result(inp.session_id, inp.position)
-        header = self.deps.live_header(inp.session_id)
-        call = inp.call
-        if recorded is None and inp.arguments_in_store and inp.turn_position is not None:
-            call = self.deps.stored_call(inp.session_id, inp.turn_position, inp.position)
+        """One store round trip (one snapshot) before a call: its result if one is recorded,
+        the live checkpoint, and the call with its arguments (read from the stored turn when
+        the workflow holds a reference)."""
+        with self.deps.store.reading():
+            recorded = self.deps.store.tool_result(inp.session_id, inp.position)
+            header = self.deps.live_header(inp.session_id)
+            call = inp.call
+            if recorded is None and inp.arguments_in_store and inp.turn_position is not None:
+                call = self.deps.stored_call(inp.session_id, inp.turn_position, inp.position)
         return recorded, header, call
 
     async def _run(self, inp: ExecuteToolInput, header: CheckpointHeader, call: ToolCall) -> tuple[str, str]:

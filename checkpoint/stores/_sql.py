@@ -142,6 +142,11 @@ class SqlStore(SqlEvents, SqlWrites, CheckpointStore):
                 finally:
                     self._cur = None
 
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        with self._open(write=False):
+            yield
+
     def _run(self, query: str, params: tuple[Any, ...] | list[Any] = ()) -> Any:
         return self._cur.execute(self.dialect.sql(query), params)
 

@@ -128,6 +128,13 @@ class CheckpointStore(ABC):
         with the event loop for the GIL. The default says False: every call in a thread."""
         yield False
 
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        """The reads inside see one snapshot of the store (a SQL store: one read
+        transaction, so one round trip's overhead instead of one per read). Reads only:
+        a write inside is refused or joins a read transaction. The default does nothing."""
+        yield
+
     # -- public API ------------------------------------------------------
     def load(self, session_id: str) -> Checkpoint | None:
         header = self.load_header(session_id)

@@ -97,6 +97,11 @@ class EncryptedStore(CheckpointStore):
         with self.inner.without_waiting() as now:
             yield now
 
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        with self.inner.reading():
+            yield
+
     # -- sealing ------------------------------------------------------------------------------
     def _seal_text(self, text: str) -> str:
         key_id, sealed = self.keys.seal_deterministic(text.encode())

@@ -63,6 +63,8 @@ class SqliteStore(SqlStore):
         self._location = "memory:" if self.path == ":memory:" else os.path.abspath(self.path)
         self._file: tuple[int, int] | None = None  # (device, inode) of the file opened
         self._commits = 0
+        self._busy_ms = BUSY_TIMEOUT_MS
+        """The connection's ``busy_timeout`` now: 0 inside ``without_waiting``, else ``BUSY_TIMEOUT_MS``."""
         self._no_wait_from: int | None = None
         """Inside ``without_waiting``: the commits before it (a lock wait after one is an error)."""
         try:
@@ -99,6 +101,10 @@ class SqliteStore(SqlStore):
         # A read sees one snapshot (WAL); a write takes the write lock up front,
         # so it never fails to upgrade a read lock half-way.
         try:
+            busy_ms = 0 if self._no_wait_from is not None else BUSY_TIMEOUT_MS
+            if busy_ms != self._busy_ms:  # set only when it changes: most calls keep it
+                self._db.execute(f"PRAGMA busy_timeout={busy_ms}")
+                self._busy_ms = busy_ms
             self._db.execute("BEGIN IMMEDIATE" if write else "BEGIN")
             try:
                 yield self._db
@@ -127,14 +133,7 @@ class SqliteStore(SqlStore):
         inside (``busy_timeout`` 0) and a call that would raises ``WouldWait``. A write lock held
         by another process is the only wait of a local file in WAL mode; committing may also
         checkpoint the WAL into the database file (every ~4 MB written), which stays here."""
-        free = self._lock.acquire(blocking=False)
-        if free:
-            try:
-                self._db.execute("PRAGMA busy_timeout=0")
-            except sqlite3.Error:  # closed: the call, in a thread, says so
-                free = False
-                self._lock.release()
-        if not free:
+        if not self._lock.acquire(blocking=False):
             yield False
             return
         self._no_wait_from = self._commits
@@ -142,8 +141,6 @@ class SqliteStore(SqlStore):
             yield True
         finally:
             self._no_wait_from = None
-            with contextlib.suppress(sqlite3.Error):
-                self._db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
             self._lock.release()
 
     def _check_same_store(self) -> None:

@@ -113,3 +113,25 @@ def test_a_call_that_committed_before_it_would_wait_raises_the_real_error_not_wo
         two_writes()
     other_writer.execute("ROLLBACK")
     assert store.tool_started("s", 1) == 1 and store.tool_started("s", 2) == 0
+
+
+def test_reads_inside_reading_see_one_snapshot(store):
+    """``_call_state`` (a tool call's reads) is one snapshot: one transaction, not three."""
+    other = SqliteStore(store.path)  # another worker's handle on the same file
+    try:
+        with store.reading():
+            first = store.load_header("s").message_count
+            checkpoint = other.load("s")
+            other.save(
+                checkpoint.model_copy(
+                    update={
+                        "messages": [*checkpoint.messages, Message(role=Role.USER, content="more")],
+                        "updated_at": None,
+                    }
+                )
+            )
+            assert store.load_header("s").message_count == first == 1  # not the other's save yet
+            assert len(store.load_messages("s")) == 1
+        assert store.load_header("s").message_count == 2
+    finally:
+        other.close()
