@@ -18,7 +18,7 @@ from durable_agents.cli._common import (
     client_of,
     live_run,
     parse_json_object,
-    print_json,
+    print_models,
     store_of,
     unknown_session,
 )
@@ -156,7 +156,7 @@ async def cmd_approvals(args: argparse.Namespace) -> int:
     # from Temporal's visibility joined with the store: a waiting run is never missed
     found = await (await client_of(args)).waiting_approvals(args.agent)
     if args.json:
-        print_json([ApprovalView.of(p).to_dict() for p in found])
+        print_models([ApprovalView.of(p) for p in found])
     elif not found:
         print("no approvals waiting")
     else:

@@ -20,6 +20,7 @@ from durable_agents.cli._common import (
     load_checkpoint,
     positive_int,
     print_json,
+    print_models,
     store_of,
     ui_link,
     unknown_session,
@@ -75,7 +76,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 async def cmd_sessions(args: argparse.Namespace) -> int:
     found = store_of(args).list_sessions(status=args.status and CheckpointStatus(args.status), agent=args.agent)
     if args.json:
-        print_json([s.to_dict() for s in found])
+        print_models(found)
     elif not found:
         print("no sessions" + (" matching" if args.status or args.agent else ""))
     else:

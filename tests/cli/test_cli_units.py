@@ -192,3 +192,48 @@ def test_usage_errors_are_one_line_and_exit_2(argv, needle, capsys):
     assert exit_.value.code == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and needle in err and err.endswith("--help`)")
+
+
+def test_json_lists_print_what_the_documented_dicts_say(capsys):
+    """``approvals --json`` and ``sessions --json`` print their models through pydantic's
+    encoder (fast over ten thousand entries): the same text ``json.dumps`` gives of
+    ``to_dict()``: camelCase, no nulls, non-ASCII kept, times as ISO strings."""
+    from durable_agents.checkpoint.format import CheckpointStatus, SessionSummary
+    from durable_agents.cli._common import print_json, print_models
+    from durable_agents.cli.approvals import ApprovalView
+
+    at = datetime(2026, 12, 2, 9, 30, 1, 250000, tzinfo=UTC)
+    views = [
+        ApprovalView.of(
+            PendingApproval(
+                approval_id="a1",
+                session_id="s-ü",
+                agent="payments",
+                tool_name="charge",
+                tool_call_id="call_1",
+                arguments={"amount": 12.5, "note": "für Café ☕", "tags": ["x", {"deep": None}]},
+                requested_at=at,
+                remaining_tool_calls=[ToolCall(id="call_2", name="email", arguments={})],
+                timeout_at=at + timedelta(hours=1),
+            )
+        ),
+        ApprovalView.of(
+            PendingApproval(
+                approval_id="a2",
+                session_id="s2",
+                agent="a",
+                tool_name="t",
+                tool_call_id="c",
+                arguments={},
+                requested_at=at,
+            )
+        ),
+    ]
+    sessions = [
+        SessionSummary(session_id="s", agent="a", status=CheckpointStatus.FINISHED, step_index=3, message_count=7)
+    ]
+    for models in (views, sessions, []):
+        print_json([m.to_dict() for m in models])
+        expected = capsys.readouterr().out
+        print_models(models)
+        assert capsys.readouterr().out == expected
