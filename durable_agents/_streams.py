@@ -44,7 +44,7 @@ from durable_agents.errors import DurableAgentsError
 from durable_agents.workflows.contracts import RunSummary
 
 if TYPE_CHECKING:
-    from durable_agents.client import AgentClient
+    from durable_agents._client_base import ClientBase
 
 POLL_SECONDS = 0.02
 IDLE_POLL_SECONDS = 0.1
@@ -65,7 +65,7 @@ class _End:
         self.error = error
 
 
-async def follow(agents: AgentClient, session_id: str, after: int = 0) -> AsyncIterator[Event]:
+async def follow(agents: ClientBase, session_id: str, after: int = 0) -> AsyncIterator[Event]:
     """The session's events after ``after`` until its run's next outcome (see the module docstring)."""
     queue: asyncio.Queue[Event | _End] = asyncio.Queue(maxsize=1000)
     every: list[asyncio.Task[None]] = []
@@ -144,7 +144,7 @@ class _Reader:
 
     def __init__(
         self,
-        agents: AgentClient,
+        agents: ClientBase,
         session_id: str,
         after: int,
         emit: Emit,
