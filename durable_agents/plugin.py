@@ -57,6 +57,7 @@ PASSTHROUGH_MODULES = (
     "durable_agents.checkpoint._format_model",
     "durable_agents.checkpoint.parts",
     "durable_agents.checkpoint.run_options",
+    "durable_agents.checkpoint.run_config",
     "durable_agents.checkpoint.pricing",
     "durable_agents.checkpoint.fingerprint",
     "durable_agents.activities.contracts",
