@@ -25,8 +25,6 @@ with workflow.unsafe.imports_passed_through():
     from durable_agents.activities.events import EventActivities
     from durable_agents.activities.model import ModelActivities
     from durable_agents.activities.session import SessionActivities
-    from durable_agents.checkpoint.errors import FailureType
-    from durable_agents.checkpoint.events import RunFinished, RunOutcome, RunPaused
     from durable_agents.checkpoint.format import CheckpointStatus, FinishReason, Message, RunConfig, RunError
     from durable_agents.checkpoint.pricing import limit_reached
     from durable_agents.workflows import options, search
@@ -39,6 +37,7 @@ with workflow.unsafe.imports_passed_through():
         ResumePoint,
         RunSummary,
     )
+    from durable_agents.workflows.endings import concise_failure, outcome_event, status_after
     from durable_agents.workflows.subagents import SubagentRelays, SubagentSteps
 
 WAIT_CANCEL = ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
@@ -146,7 +145,7 @@ class AgentRunWorkflow(SubagentSteps):
         summary.drift = point.drift
         await self._record_outcome(summary)
         self._outcome = summary
-        self._publish(_status_after(summary.finish_reason), None, summary.finish_reason)
+        self._publish(status_after(summary.finish_reason), None, summary.finish_reason)
         metrics.run_ended(self.config.agent, str(summary.finish_reason))
         await workflow.wait_condition(workflow.all_handlers_finished)
         return summary
@@ -389,42 +388,3 @@ class AgentRunWorkflow(SubagentSteps):
 RECORD_FAILURE_PATCH = "record-last-error"
 STREAM_OUTCOME_PATCH = "stream-outcome-event"
 """A streamed run ends with one more store activity: its outcome in its event log."""
-
-
-def outcome_event(summary: RunSummary) -> dict[str, Any]:
-    """``RunFinished`` or ``RunPaused`` for ``summary``, as JSON."""
-    outcome = RunOutcome.model_validate(summary.model_dump(exclude={"session_id"}))
-    kind = RunPaused if summary.finish_reason == FinishReason.AWAITING_APPROVAL else RunFinished
-    event = kind(session_id=summary.session_id, outcome=outcome, at=workflow.now())
-    if isinstance(event, RunFinished):
-        event.run_id = workflow.info().run_id
-    return event.to_dict()
-
-
-MAX_FAILURE_MESSAGE = 4000
-
-
-def concise_failure(error: BaseException) -> ApplicationError:
-    """The failure a run ends with: the first application error's message, type and details.
-
-    Temporal would otherwise nest the activity's failure (with its stack trace and
-    its own causes) inside the workflow's; a provider's long reply can then push the
-    failure past Temporal's size limit, and the UI shows only that."""
-    cause: BaseException | None = error
-    while cause is not None and not isinstance(cause, ApplicationError):
-        cause = cause.__cause__ or getattr(cause, "cause", None)
-    if cause is None:
-        return ApplicationError(str(error)[:MAX_FAILURE_MESSAGE], type=FailureType.RUN_FAILED, non_retryable=True)
-    message = cause.message
-    if len(message) > MAX_FAILURE_MESSAGE:
-        message = message[:MAX_FAILURE_MESSAGE] + f"… ({len(cause.message)} characters)"
-    return ApplicationError(message, *cause.details, type=cause.type or FailureType.RUN_FAILED, non_retryable=True)
-
-
-def _status_after(reason: FinishReason) -> CheckpointStatus:
-    """The checkpoint status a run leaves behind: aborted runs stay resumable."""
-    if reason in (FinishReason.STOP, FinishReason.MAX_STEPS):
-        return CheckpointStatus.FINISHED
-    if reason == FinishReason.AWAITING_APPROVAL:
-        return CheckpointStatus.AWAITING_APPROVAL
-    return CheckpointStatus.IN_PROGRESS
