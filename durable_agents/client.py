@@ -19,7 +19,8 @@ from temporalio.converter import PayloadCodec
 
 from durable_agents._approval_listing import ASK_RUN_SECONDS, store_approvals, waiting_approvals
 from durable_agents._client_base import Summaries
-from durable_agents._client_runs import MAX_SESSION_ID_BYTES, TEMPORAL_ID_LIMIT, RunsClient
+from durable_agents._client_runs import MAX_SESSION_ID_BYTES as MAX_SESSION_ID_BYTES  # as before the split
+from durable_agents._client_runs import TEMPORAL_ID_LIMIT, RunsClient
 from durable_agents._outcomes import outcome_error, pending_from_store
 from durable_agents.activities.contracts import ApprovalDecision, ForkSessionInput, ForkSessionOutput, PendingApproval
 from durable_agents.checkpoint.fork import Patch
@@ -35,7 +36,7 @@ from durable_agents.workflows.contracts import RunSummary
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
 
-__all__ = ["MAX_SESSION_ID_BYTES", "AgentClient", "Summaries"]
+__all__ = ["AgentClient"]
 
 
 def fork_workflow_id(session_id: str) -> str:
