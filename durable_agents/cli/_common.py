@@ -293,7 +293,7 @@ def print_json(value: Any) -> None:
 
 def print_models(models: Sequence[FormatModel]) -> None:
     """Documented-format models as one JSON list: what ``print_json`` prints of their
-    ``to_dict()``, serialised by pydantic's own encoder (10,000 approvals: ≈ 0.03 s, not ≈ 0.3 s)."""
+    ``to_dict()``, serialised by pydantic's own encoder (10,000 approvals: ≈ 0.02 s, not ≈ 0.18 s)."""
     if not models:
         print("[]")
         return
