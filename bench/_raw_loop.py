@@ -60,16 +60,15 @@ class RawAgentLoop:
             if run.model_seconds:
                 turn = await self._call(raw_slow_model_turn, [last, run.model_seconds], run.local)
             else:
-                turn = await self._call(raw_model_turn, last, run.local)
+                turn = await self._call(raw_model_turn, [last], run.local)
             if step == run.steps:
                 return step + 1
-            last = await self._call(raw_tool_call, turn.tool_call, run.local)
+            last = await self._call(raw_tool_call, [turn.tool_call], run.local)
         return run.steps + 1
 
     @staticmethod
-    async def _call(fn, arg, local: bool):  # type: ignore[no-untyped-def]
+    async def _call(fn, args: list, local: bool):  # type: ignore[no-untyped-def]
         timeout = timedelta(seconds=60)
-        args = {"args": arg} if isinstance(arg, list) else {"arg": arg}
         if local:
-            return await workflow.execute_local_activity(fn, **args, start_to_close_timeout=timeout)
-        return await workflow.execute_activity(fn, **args, start_to_close_timeout=timeout)
+            return await workflow.execute_local_activity(fn, args=args, start_to_close_timeout=timeout)
+        return await workflow.execute_activity(fn, args=args, start_to_close_timeout=timeout)

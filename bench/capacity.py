@@ -33,12 +33,13 @@ from temporalio.api.enums.v1 import EventType, TaskQueueType, TimeoutType
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
-from temporalio.worker import PollerBehaviorAutoscaling, PollerBehaviorSimpleMaximum, Worker
+from temporalio.worker import Worker
 
 from durable_agents import AgentClient, build_worker
 from durable_agents.checkpoint import SqliteStore
 from durable_agents.connection import data_converter
 from durable_agents.devserver import DevServer
+from durable_agents.worker import _pollers as poller_behavior
 
 BENCH = Path(__file__).resolve().parent
 CLI = Path(sys.executable).with_name("durable-agents")
@@ -106,8 +107,7 @@ async def task_timeouts(client: Client, workflow_ids: list[str]) -> int:
 
 def raw_tuning(tuning: dict) -> dict:
     """The raw loop's worker (Temporal's defaults otherwise: its workflow sandbox) with our worker's tuning."""
-    pollers = tuning["pollers"]
-    behavior = PollerBehaviorAutoscaling() if pollers == "auto" else PollerBehaviorSimpleMaximum(pollers)
+    behavior = poller_behavior(tuning["pollers"])  # as build_worker makes it
     return {
         "activities": [raw_slow_model_turn, raw_tool_call],
         "max_concurrent_workflow_tasks": tuning["max_concurrent_workflow_tasks"],
