@@ -4,13 +4,14 @@
   CAPACITY_MODEL_SECONDS  the model's latency (default 1)
   CAPACITY_STEPS          tool steps per run (then a last turn; default 4)
   CAPACITY_HEARTBEAT      Agent(model_heartbeat_timeout=…) (default: the default)
-  CAPACITY_CALLS          a file that gets one byte per model call, from every process
+  CAPACITY_CALLS          a file that gets a line per model call (session, when it was asked), from every process
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import time
 
 from _agents import LIMIT, InstantModel, noop
 
@@ -22,10 +23,18 @@ LIMIT["steps"] = int(os.environ.get("CAPACITY_STEPS", "4"))
 HEARTBEAT = {"model_heartbeat_timeout": float(h)} if (h := os.environ.get("CAPACITY_HEARTBEAT")) else {}
 
 
+def model_call_starts() -> list[tuple[str, float]]:
+    """Every model call so far, in every process: (session id, ``time.time()`` when asked)."""
+    path = os.environ.get("CAPACITY_CALLS")
+    if not path or not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [(sid, float(at)) for sid, at in (line.split() for line in f)]
+
+
 def model_calls() -> int:
     """Model calls so far, in every process (more than stored turns: a live call was asked again)."""
-    path = os.environ.get("CAPACITY_CALLS")
-    return os.path.getsize(path) if path and os.path.exists(path) else 0
+    return len(model_call_starts())
 
 
 class SecondModel(InstantModel):
@@ -33,8 +42,8 @@ class SecondModel(InstantModel):
 
     async def generate(self, request: ModelRequest) -> ModelResponse:
         if path := os.environ.get("CAPACITY_CALLS"):
-            with open(path, "ab") as f:  # noqa: ASYNC230 (one byte, appended: safe across processes)
-                f.write(b".")
+            with open(path, "a") as f:  # noqa: ASYNC230 (one short line, appended: safe across processes)
+                f.write(f"{request.session_id} {time.time():.6f}\n")
         await asyncio.sleep(SECONDS)
         return await super().generate(request)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -38,9 +39,14 @@ async def raw_model_turn(last_result: str) -> RawTurn:
     return RawTurn(text=f"step {n} {PAD}", tool_call=n)
 
 
+SLOW_MODEL_CALLS: list[tuple[str, float]] = []
+"""(workflow id, ``time.time()``) of each ``raw_slow_model_turn`` in this process (``capacity.py``'s timeline)."""
+
+
 @activity.defn(name="raw-slow-model-turn")
 async def raw_slow_model_turn(last_result: str, seconds: float) -> RawTurn:
     """``raw_model_turn`` after ``seconds`` of waiting (a provider's latency)."""
+    SLOW_MODEL_CALLS.append((activity.info().workflow_id, time.time()))
     await asyncio.sleep(seconds)
     return await raw_model_turn(last_result)
 

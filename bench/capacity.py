@@ -3,7 +3,11 @@
 N sessions of --steps steps (a model turn that takes --model-seconds, then an
 instant tool) start at once on one in-process worker on the embedded server (and on
 --workers - 1 more `durable-agents worker` processes on the same task queue and store);
-the ideal wall time is steps × model seconds (every session's turns overlap). The modes
+the ideal wall time is steps × model seconds (every session's turns overlap). Where the time
+over it goes: when each session's first model call was asked (after the batch began: the
+median and the last) and how long a session waits between the end of one model call and the
+start of its next (its tool step and the orchestration around both: median and 90th
+percentile). The modes
 ``raw-local`` and ``raw-regular`` run the same sessions on the raw Temporal loop
 (``_raw_loop.py``: a model-like activity with the same latency and an instant tool-like one,
 no store), on a worker with the same tuning, side by side in the same run.
@@ -16,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import itertools
 import os
 import resource
 import subprocess
@@ -25,10 +30,11 @@ import time
 import uuid
 from datetime import timedelta
 from pathlib import Path
+from statistics import median, quantiles
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _raw_loop import RawAgentLoop, RawRun, raw_slow_model_turn, raw_tool_call
+from _raw_loop import SLOW_MODEL_CALLS, RawAgentLoop, RawRun, raw_slow_model_turn, raw_tool_call
 from temporalio.api.enums.v1 import EventType, TaskQueueType, TimeoutType
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
@@ -105,6 +111,18 @@ async def task_timeouts(client: Client, workflow_ids: list[str]) -> int:
     return late
 
 
+def timeline(calls: list[tuple[str, float]], ids: list[str], began: float, model_seconds: float) -> tuple[float, ...]:
+    """Seconds: the sessions' first model calls after ``began`` (median, last), and the waits
+    between one model call's end and the session's next call (median, 90th percentile)."""
+    asked: dict[str, list[float]] = {sid: [] for sid in ids}
+    for sid, at in calls:
+        if sid in asked:
+            asked[sid].append(at)
+    firsts = sorted(min(times) - began for times in asked.values() if times)
+    gaps = [b - a - model_seconds for times in asked.values() for a, b in itertools.pairwise(sorted(times))]
+    return median(firsts), firsts[-1], median(gaps), quantiles(gaps, n=10)[-1] if len(gaps) > 1 else gaps[0]
+
+
 def raw_tuning(tuning: dict) -> dict:
     """The raw loop's worker (Temporal's defaults otherwise: its workflow sandbox) with our worker's tuning."""
     behavior = poller_behavior(tuning["pollers"])  # as build_worker makes it
@@ -148,7 +166,7 @@ async def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as tmp, DevServer(ui=False, db_file=None) as server:
         configure(opts, Path(tmp) / "calls")
-        from _capacity_agents import AGENTS, MODES, model_calls
+        from _capacity_agents import AGENTS, MODES, model_call_starts, model_calls
 
         client = await Client.connect(server.address, data_converter=data_converter())
         store = SqliteStore(Path(tmp) / "store.db")
@@ -190,7 +208,7 @@ async def main() -> None:
             await run_raw("raw-regular", ["warm-raw-regular"])
             for mode in opts.mode.split(","):
                 for n in (int(x) for x in opts.sessions.split(",")):
-                    started = time.perf_counter()
+                    started, began = time.perf_counter(), time.time()
                     cpu = cpu_seconds(), cpu_seconds(server.pid), sum(cpu_seconds(p.pid) for p in procs)
                     ids = [f"cap-{uuid.uuid4().hex[:10]}" for _ in range(n)]
                     steps, twice = await (run_raw if mode.startswith("raw-") else run_ours)(mode, ids)
@@ -199,13 +217,17 @@ async def main() -> None:
                     worker_cpu += sum(cpu_seconds(p.pid) for p in procs) - cpu[2]
                     busy = (worker_cpu + server_cpu) / (wall * (os.cpu_count() or 1))
                     late = await task_timeouts(client, ids)
-                    rows.append((mode, n, wall, wall / ideal, steps / wall, rss_mb(), twice, late, busy))
+                    calls = SLOW_MODEL_CALLS if mode.startswith("raw-") else model_call_starts()
+                    when = timeline(calls, ids, began, opts.model_seconds)
+                    rows.append((mode, n, wall, wall / ideal, steps / wall, rss_mb(), twice, late, busy, when))
                     print(
                         f"{mode:11} {n:4} sessions: {wall:6.1f} s ({wall / ideal:.2f}× ideal), "
                         f"{steps / wall:5.1f} steps/s, RSS {rss_mb():.0f} MB, {twice} model calls asked again, "
                         f"{late} workflow tasks timed out; "
                         f"CPU per step: workers + client {1000 * worker_cpu / steps:.1f} ms, "
-                        f"server {1000 * server_cpu / steps:.1f} ms; cores busy {100 * busy:.0f} %",
+                        f"server {1000 * server_cpu / steps:.1f} ms; cores busy {100 * busy:.0f} %; "
+                        f"first model calls at {when[0]:.2f} s (median), {when[1]:.2f} s (last); "
+                        f"between model calls {1000 * when[2]:.0f} ms (median), {1000 * when[3]:.0f} ms (p90)",
                         flush=True,
                     )
         for p in procs:
@@ -217,16 +239,19 @@ async def main() -> None:
     print(
         "×raw: steps/s against the raw loop of the same activity kind (local and auto: raw-local) at as many sessions"
     )
+    print("first call: when the sessions' first model calls were asked, s after the start (median / last)")
+    print("between: from a model call's end to the session's next call, ms (median / 90th percentile)")
     print(
         f"{'mode':11} {'sessions':>8} {'wall s':>7} {'× ideal':>8} {'steps/s':>8} {'×raw':>5} {'RSS MB':>7} "
-        f"{'asked again':>11} {'tasks timed out':>15} {'cores busy':>10}"
+        f"{'asked again':>11} {'tasks timed out':>15} {'cores busy':>10} {'first call':>11} {'between':>9}"
     )
     rates = {(mode, n): rate for mode, n, _, _, rate, *_ in rows}
-    for mode, n, wall, ratio, rate, rss, twice, late, busy in rows:
+    for mode, n, wall, ratio, rate, rss, twice, late, busy, when in rows:
         base = rates.get(("raw-regular" if mode == "regular" else "raw-local", n))
         vs = f"{rate / base:5.2f}" if base and not mode.startswith("raw-") else f"{'':5}"
         print(
-            f"{mode:11} {n:8} {wall:7.1f} {ratio:8.2f} {rate:8.1f} {vs} {rss:7.0f} {twice:11} {late:15} {100 * busy:9.0f}%"
+            f"{mode:11} {n:8} {wall:7.1f} {ratio:8.2f} {rate:8.1f} {vs} {rss:7.0f} {twice:11} {late:15} "
+            f"{100 * busy:9.0f}% {when[0]:5.2f}/{when[1]:4.2f} {1000 * when[2]:4.0f}/{1000 * when[3]:<4.0f}"
         )
 
 
