@@ -21,6 +21,7 @@ import argparse
 import asyncio
 import contextlib
 import itertools
+import math
 import os
 import resource
 import subprocess
@@ -120,6 +121,8 @@ def timeline(calls: list[tuple[str, float]], ids: list[str], began: float, model
             asked[sid].append(at)
     firsts = sorted(min(times) - began for times in asked.values() if times)
     gaps = [b - a - model_seconds for times in asked.values() for a, b in itertools.pairwise(sorted(times))]
+    if not gaps:  # --steps 1: one model call a session, nothing between calls
+        return median(firsts), firsts[-1], math.nan, math.nan
     return median(firsts), firsts[-1], median(gaps), quantiles(gaps, n=10)[-1] if len(gaps) > 1 else gaps[0]
 
 
