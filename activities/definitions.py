@@ -20,7 +20,7 @@ from durable_agents.activities.output import OUTPUT_TOOL, default_output_mode
 from durable_agents.activities.providers.anthropic_settings import check_thinking
 from durable_agents.activities.providers.registry import check_model_string
 from durable_agents.activities.subagents import DEFAULT_MAX_DEPTH, SubAgent, as_tool, check_subagents
-from durable_agents.activities.tool_definitions import Tool
+from durable_agents.activities.tool_definitions import Tool, json_schema
 from durable_agents.checkpoint.context_policy import KeepLastTurns, SummarizeOlder, TokenBudget
 from durable_agents.checkpoint.errors import ConfigurationError
 from durable_agents.checkpoint.fingerprint import compute_fingerprint
@@ -219,7 +219,7 @@ class Agent:
         if self.output_type is None:
             return {}
         return {
-            "output_schema": self.output_type.model_json_schema(),
+            "output_schema": json_schema(self.output_type),
             "output_name": self.output_type.__name__,
             "output_mode": self.output_mode or default_output_mode(model),
             "output_retries": self.output_retries,
@@ -230,7 +230,7 @@ class Agent:
             model or self.model,
             self.instructions,
             [
-                *((t.name, t.input_model.model_json_schema()) for t in self.tools),
+                *((t.name, json_schema(t.input_model)) for t in self.tools),
                 *((t.name, t.input_schema) for t in self._mcp_tools),
             ],
         )

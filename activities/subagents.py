@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
+from durable_agents.activities.tool_definitions import json_schema
 from durable_agents.checkpoint.errors import ConfigurationError
 from durable_agents.checkpoint.format import Message, ToolSpec
 
@@ -51,7 +52,7 @@ class SubAgent:
         return ToolSpec(
             name=self.name,
             description=self.description,
-            input_schema=self.input_model.model_json_schema(),
+            input_schema=json_schema(self.input_model),
             subagent=self.agent.name,
         )
 

@@ -4,6 +4,7 @@ run's next outcome or its end, cancelling it, and the client's tracing spans."""
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Awaitable
 from datetime import timedelta
 from typing import Any, Literal
 
@@ -51,6 +52,7 @@ class ClientBase:
             raise ConfigurationError(f"summaries={summaries!r}: use 'agent-only' or 'first-line'")
         self._summaries = summaries
         self._attributes: tuple[bool, bool] | None = None  # (runs upsert theirs, AgentStore exists)
+        self._with_start: bool | None = None  # False: the server refused update-with-start
         self._tracer_found = False
         self._tracer_value: Any = None
 
@@ -111,13 +113,25 @@ class ClientBase:
             self._attributes = await registered_attributes(self.temporal)
         return self._attributes
 
-    async def _await(self, session_id: str, update: str, arg: ApprovalDecision | None) -> RunResult:
-        """Ask the live run for its next outcome, following continue-as-new."""
+    async def _await(
+        self,
+        session_id: str,
+        update: str,
+        arg: ApprovalDecision | None,
+        *,
+        first: Awaitable[Outcome] | None = None,
+    ) -> RunResult:
+        """Ask the live run for its next outcome, following continue-as-new; ``first``:
+        the request already made for it (``update`` with ``arg``; update-with-start)."""
         while True:
             handle = self.temporal.get_workflow_handle(session_id, result_type=RunSummary)
             try:
                 args = [arg] if arg is not None else []
-                outcome = await handle.execute_update(update, args=args, result_type=Outcome)
+                if first is not None:
+                    asked, first = first, None
+                else:
+                    asked = handle.execute_update(update, args=args, result_type=Outcome)
+                outcome = await asked
             except RPCError as e:
                 if e.status not in (RPCStatusCode.NOT_FOUND, RPCStatusCode.FAILED_PRECONDITION):
                     raise

@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from pydantic import BaseModel
-from temporalio.client import WorkflowHandle
+from temporalio.client import WithStartWorkflowOperation, WorkflowHandle
 from temporalio.common import (
     SearchAttributePair,
     TypedSearchAttributes,
@@ -32,7 +35,7 @@ from durable_agents.errors import (
 )
 from durable_agents.result import RunResult
 from durable_agents.versioning import pinned_override
-from durable_agents.workflows.contracts import AGENT_RUN_WORKFLOW, AgentRunInput, RunSummary
+from durable_agents.workflows.contracts import AGENT_RUN_WORKFLOW, AgentRunInput, Outcome, RunSummary
 from durable_agents.workflows.search import AGENT_STORE
 
 TEMPORAL_ID_LIMIT = 1000  # bytes: Temporal's limit on a workflow id; a session's runs use the session id
@@ -65,6 +68,16 @@ def _refuse_subagent_session(store: CheckpointStore, session_id: str, parent: st
     )
 
 
+@dataclass
+class _NewRun:
+    session_id: str
+    input: AgentRunInput
+    options: dict[str, Any]
+    """``start_workflow``'s keyword arguments (``WithStartWorkflowOperation``'s too)."""
+    token: str | None
+    """The kept input's token (dropped again if the session turns out busy)."""
+
+
 class RunsClient(ClientBase):
     """``AgentClient``'s runs (documented there)."""
 
@@ -93,6 +106,56 @@ class RunsClient(ClientBase):
         ``stream=True``: the run writes its events (text deltas included) to the
         store's event log, for ``stream()`` / ``watch()`` (``stream()`` sets it).
         """
+        run = await self._new_run(
+            agent,
+            input,
+            session_id=session_id,
+            model=model,
+            interrupt=interrupt,
+            approval=approval,
+            model_settings=model_settings,
+            usage_limits=usage_limits,
+            stream=stream,
+        )
+        try:
+            return await self.temporal.start_workflow(AGENT_RUN_WORKFLOW, run.input, **run.options)
+        except WorkflowAlreadyStartedError as e:
+            raise await self._busy(run) from e
+
+    async def _start_for_outcome(
+        self, agent: str, input: str | Message | Sequence[str | Message], *, session_id: str, **options: Any
+    ) -> RunResult:
+        """Start a run (``start()``'s options) and wait for its next outcome, in one request:
+        update-with-start, so the run's first workflow task accepts the ``wait_outcome``
+        update (no workflow task runs for the update alone)."""
+        run = await self._new_run(agent, input, session_id=session_id, **options)
+        operation: WithStartWorkflowOperation[Any, RunSummary] = WithStartWorkflowOperation(
+            AGENT_RUN_WORKFLOW, run.input, **run.options
+        )
+        started = self.temporal.execute_update_with_start_workflow(
+            "wait_outcome", start_workflow_operation=operation, result_type=Outcome
+        )
+        try:
+            return await self._await(session_id, "wait_outcome", None, first=started)
+        except WorkflowAlreadyStartedError as e:
+            with contextlib.suppress(WorkflowAlreadyStartedError):
+                await operation.workflow_handle()  # the same error, also set there: taken, not logged as lost
+            raise await self._busy(run) from e
+
+    async def _new_run(
+        self,
+        agent: str,
+        input: str | Message | Sequence[str | Message],
+        *,
+        session_id: str,
+        model: str | None = None,
+        interrupt: bool = False,
+        approval: ApprovalDecision | None = None,
+        model_settings: ModelSettings | None = None,
+        usage_limits: UsageLimits | None = None,
+        stream: bool = False,
+    ) -> _NewRun:
+        """A run's workflow input and start options, once the session may take it (its input kept)."""
         header = self.store.load_header(session_id)
         _check_session_id(session_id, new=header is None)
         if header is not None and header.status == CheckpointStatus.AWAITING_APPROVAL and approval is None:
@@ -106,41 +169,42 @@ class RunsClient(ClientBase):
         upserts, store_attribute = await self._registered_attributes()
         pinned = await pinned_override(self.temporal, header)  # an unfinished session stays on its build
         token, inline = await self._keep_input(session_id, messages)
-        try:
-            return await self.temporal.start_workflow(
-                AGENT_RUN_WORKFLOW,
-                AgentRunInput(
-                    session_id=session_id,
-                    agent=agent,
-                    input=inline,
-                    input_token=token,
-                    store_id=self.store.store_id,
-                    store_location=self.store.location,
-                    model=model,
-                    model_settings=model_settings,
-                    usage_limits=usage_limits,
-                    approval=approval,
-                    search_attributes=upserts,
-                    stream=stream or None,
-                ),
-                id=session_id,
-                task_queue=self.task_queue,
-                result_type=RunSummary,
-                id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
-                id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
-                task_timeout=self.workflow_task_timeout,
-                versioning_override=pinned,
-                search_attributes=(
-                    TypedSearchAttributes([SearchAttributePair(AGENT_STORE, self.store.store_id)])
-                    if store_attribute
-                    else None
-                ),
-                static_summary=agent if self.summaries == "agent-only" else f"{agent}: {first.splitlines()[0][:120]}",
-            )
-        except WorkflowAlreadyStartedError as e:
-            if token is not None:
-                await asyncio.to_thread(self.store.drop_run_input, session_id, token)
-            raise SessionBusyError(session_id) from e
+        run_input = AgentRunInput(
+            session_id=session_id,
+            agent=agent,
+            input=inline,
+            input_token=token,
+            store_id=self.store.store_id,
+            store_location=self.store.location,
+            model=model,
+            model_settings=model_settings,
+            usage_limits=usage_limits,
+            approval=approval,
+            search_attributes=upserts,
+            stream=stream or None,
+        )
+        options: dict[str, Any] = {
+            "id": session_id,
+            "task_queue": self.task_queue,
+            "result_type": RunSummary,
+            "id_reuse_policy": WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+            "id_conflict_policy": WorkflowIDConflictPolicy.FAIL,
+            "task_timeout": self.workflow_task_timeout,
+            "versioning_override": pinned,
+            "search_attributes": (
+                TypedSearchAttributes([SearchAttributePair(AGENT_STORE, self.store.store_id)])
+                if store_attribute
+                else None
+            ),
+            "static_summary": agent if self.summaries == "agent-only" else f"{agent}: {first.splitlines()[0][:120]}",
+        }
+        return _NewRun(session_id, run_input, options, token)
+
+    async def _busy(self, run: _NewRun) -> SessionBusyError:
+        """The session had a live run after all: its kept input is dropped."""
+        if run.token is not None:
+            await asyncio.to_thread(self.store.drop_run_input, run.session_id, run.token)
+        return SessionBusyError(run.session_id)
 
     async def _keep_input(self, session_id: str, messages: list[Message]) -> tuple[str | None, list[Message]]:
         """The run's input goes to the store, and the run gets a token for it (DESIGN §2);
@@ -180,7 +244,7 @@ class RunsClient(ClientBase):
         ``output_type`` (the agent's), ``RunResult.output`` is an instance of it.
         """
         with self._span(f"send {agent}", session_id, agent=agent):
-            await self.start(
+            result = await self._start_for_outcome(
                 agent,
                 input,
                 session_id=session_id,
@@ -189,7 +253,6 @@ class RunsClient(ClientBase):
                 model_settings=model_settings,
                 usage_limits=usage_limits,
             )
-            result = await self.outcome(session_id)
             self._traced(result)
         if output_type is not None and result.output is not None:
             result.output = result.output_as(output_type)

@@ -189,8 +189,7 @@ class AgentClient(RunsClient):
                     pending.parent_session_id, pending.approval_id, approved=approved, note=note,
                     arguments=arguments, decided_by=decided_by,
                 )  # fmt: skip
-            await self.start(pending.agent, [], session_id=session_id, approval=decision)
-            return await self.outcome(session_id)
+            return await self._start_for_outcome(pending.agent, [], session_id=session_id, approval=decision)
 
     async def reject(
         self,

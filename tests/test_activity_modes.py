@@ -3,12 +3,15 @@ timeout that notices a worker dying inside one."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 from datetime import timedelta
 
 import pytest
+from temporalio import client as client_interceptors
 from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
 
 from durable_agents import Agent, AgentClient
 from durable_agents.activities.contracts import EXECUTE_TOOL, MODEL_TURN
@@ -103,3 +106,48 @@ def test_activity_modes_are_checked():
     auto = Agent(name="a", model="scripted:x", activities="auto").run_config()
     assert auto.runs_locally() and auto.runs_locally(300.0) and not auto.runs_locally(300.5)
     assert not Agent(name="a", model="scripted:x").run_config().runs_locally()
+
+
+class _FarClient(client_interceptors.Interceptor):
+    """A client 0.2 s from the server: its requests arrive that much later."""
+
+    def intercept_client(
+        self, next: client_interceptors.OutboundInterceptor
+    ) -> client_interceptors.OutboundInterceptor:
+        return _Far(next)
+
+
+class _Far(client_interceptors.OutboundInterceptor):
+    async def start_workflow(self, input):  # type: ignore[no-untyped-def]
+        await asyncio.sleep(0.2)
+        return await super().start_workflow(input)
+
+    async def start_workflow_update(self, input):  # type: ignore[no-untyped-def]
+        await asyncio.sleep(0.2)
+        return await super().start_workflow_update(input)
+
+    async def start_update_with_start_workflow(self, input):  # type: ignore[no-untyped-def]
+        await asyncio.sleep(0.2)
+        return await super().start_update_with_start_workflow(input)
+
+
+async def test_send_asks_for_the_outcome_with_the_start_so_no_workflow_task_runs_for_it_alone(
+    run_worker, env, store, task_queue
+):
+    """``send()`` starts the run and asks for its outcome in one request (update-with-start):
+    the run's first workflow task accepts the ``wait_outcome`` update with the start, so a
+    local run takes two workflow tasks (the start, then everything after ``begin_run``).
+    Asked after the start, the update reached the server after the first workflow task (here
+    the client is 0.2 s away): while ``begin_run`` ran it cost a workflow task of its own;
+    after a short run it found the run closed, and the client asked again for the result."""
+    sid = session_id()
+    far = Client(**{**env.client.config(), "interceptors": [_FarClient()]})
+    async with run_worker([_agent("m-local", "local")]):
+        result = await AgentClient(far, store, task_queue).send("m-local", "Book a table for 2 tonight", session_id=sid)
+    assert result.finish_reason == FinishReason.STOP and result.steps == 3
+    history = await env.client.get_workflow_handle(sid).fetch_history()
+    kinds = [e.event_type for e in history.events]
+    assert kinds.count(EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED) == 2
+    assert kinds.index(EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED) < kinds.index(
+        EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED  # accepted before begin_run ended: in the first workflow task
+    )

@@ -53,6 +53,37 @@ def test_tool_schema_comes_from_its_input_model():
     assert spec.description == "Today's weather in a city."
 
 
+BUILT_SCHEMAS: list[type] = []
+
+
+class Booking(BaseModel):
+    room: str
+
+    @classmethod
+    def model_json_schema(cls, *args, **kwargs):
+        BUILT_SCHEMAS.append(cls)
+        return super().model_json_schema(*args, **kwargs)
+
+
+def test_a_runs_definition_builds_each_tools_schema_once():
+    # every run's begin_run records the agent's definition (run_config) and its
+    # fingerprint: pydantic builds a JSON schema afresh at each call (≈ 0.2 ms a tool)
+    built = BUILT_SCHEMAS
+    built.clear()
+
+    @tool
+    async def book(args: Booking, ctx: ToolContext) -> str:  # pragma: no cover
+        return args.room
+
+    agent = Agent(name="booker", model="scripted:booker", tools=[book])
+    first, fingerprint = agent.run_config(), agent.fingerprint()
+    first.tools[0].input_schema["properties"]["room"]["type"] = "integer"  # a caller's own copy
+    for _ in range(3):
+        assert agent.run_config().tools[0].input_schema["properties"]["room"] == {"title": "Room", "type": "string"}
+        assert agent.fingerprint() == fingerprint
+    assert built == [Booking]
+
+
 async def test_a_worker_refuses_the_memory_store_unless_allowed(env):
     with pytest.raises(ConfigurationError, match="allow_memory_store=True"):
         build_worker(env.client, agents=[], store=MemoryStore())
