@@ -161,13 +161,17 @@ def no_user_text(spans: list[Span], secret: str = SECRET) -> None:
             assert secret not in str(value), (s.name, key, value)
 
 
+START = "StartUpdateWithStartWorkflow:AgentRun"
+"""Temporal's span for ``send()``'s start of the run (update-with-start)."""
+
+
 def check_run_tree(spans: list[Span], sid: str) -> list[Span]:
     """The run's spans: one trace rooted at ``send traced``; each span of ours under its activity."""
     [send] = named(spans, "send traced")
     assert send.parent is None and send.attributes["durable_agents.session_id"] == sid
     run = [s for s in spans if s.trace == send.trace]
     by_id = {s.id: s for s in run}
-    [start] = named(run, "StartWorkflow:AgentRun")
+    [start] = named(run, START)  # send() starts the run and asks for its outcome in one request
     assert start.parent == send.id and start.attributes["temporalWorkflowID"] == sid
     # every model turn, tool call and store call is under a RunActivity span, under the run's StartWorkflow
     for s in run:
@@ -176,7 +180,7 @@ def check_run_tree(spans: list[Span], sid: str) -> list[Span]:
             if "?" in chain:
                 continue  # below a span that never ended (the killed worker's tool call)
             assert any(n.startswith("RunActivity:durable_agents.") for n in chain), (s.name, chain)
-            assert chain[-2:] == ["StartWorkflow:AgentRun", "send traced"], (s.name, chain)
+            assert chain[-2:] == [START, "send traced"], (s.name, chain)
     chats = {s.attributes["durable_agents.step"]: s for s in named(run, "chat traced")}
     assert sorted(chats) == [1, 2, 3]
     for step, chat in chats.items():
