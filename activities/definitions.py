@@ -19,8 +19,9 @@ from durable_agents.activities.mcp_servers import MCPServerHTTP, MCPServerStdio,
 from durable_agents.activities.output import OUTPUT_TOOL, default_output_mode
 from durable_agents.activities.providers.anthropic_settings import check_thinking
 from durable_agents.activities.providers.registry import check_model_string
+from durable_agents.activities.schemas import json_schema
 from durable_agents.activities.subagents import DEFAULT_MAX_DEPTH, SubAgent, as_tool, check_subagents
-from durable_agents.activities.tool_definitions import Tool, json_schema
+from durable_agents.activities.tool_definitions import Tool
 from durable_agents.checkpoint.context_policy import KeepLastTurns, SummarizeOlder, TokenBudget
 from durable_agents.checkpoint.errors import ConfigurationError
 from durable_agents.checkpoint.fingerprint import compute_fingerprint

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
-from durable_agents.activities.tool_definitions import json_schema
+from durable_agents.activities.schemas import json_schema
 from durable_agents.checkpoint.errors import ConfigurationError
 from durable_agents.checkpoint.format import Message, ToolSpec
 

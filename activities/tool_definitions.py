@@ -5,9 +5,7 @@ Re-exported by ``durable_agents`` (and ``definitions``); the tool activity runs 
 
 from __future__ import annotations
 
-import functools
 import inspect
-import json
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -16,6 +14,7 @@ from typing import Any, TypeVar, get_type_hints, overload
 from pydantic import BaseModel
 from temporalio import activity
 
+from durable_agents.activities.schemas import json_schema
 from durable_agents.checkpoint.errors import ConfigurationError
 from durable_agents.checkpoint.format import ToolSpec
 
@@ -54,18 +53,6 @@ TOOL_HEARTBEAT_SECONDS = 4.0
 Tools heartbeat in the background every third of this and the worker sends each, at
 most one a second: 3 s of slack for a busy event loop (README: Crash recovery and worker
 tuning, where the figures are)."""
-
-
-@functools.lru_cache(maxsize=1024)
-def _schema_text(model: type[BaseModel]) -> str:
-    return json.dumps(model.model_json_schema())
-
-
-def json_schema(model: type[BaseModel]) -> dict[str, Any]:
-    """``model.model_json_schema()``, built once per model: pydantic builds it afresh at each
-    call (≈ 0.2 ms for a one-field model, in every run's ``begin_run`` for every tool). Each
-    call returns a dict of its own (a caller may change it)."""
-    return json.loads(_schema_text(model))
 
 
 ToolFn = Callable[[Any, ToolContext], Awaitable[Any]]

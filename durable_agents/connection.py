@@ -21,10 +21,11 @@ from temporalio.runtime import Runtime
 
 from durable_agents._defaults import DEFAULT_TASK_QUEUE
 from durable_agents.checkpoint.errors import ConfigurationError
-from durable_agents.plugin import OUR_DATA_CONVERTER, DurableAgentsPlugin, with_our_converter
+from durable_agents.converter import OUR_DATA_CONVERTER, with_our_converter
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
+    from temporalio.plugin import SimplePlugin
 
 __all__ = ["DEFAULT_TASK_QUEUE", "connect"]
 
@@ -50,6 +51,31 @@ async def connect(
     ``tracing``: OpenTelemetry spans for this client and the workers built from it
     (``True``: the global tracer provider; or a tracer provider; see ``durable_agents.tracing``).
     """
+    from durable_agents.plugin import DurableAgentsPlugin
+
+    return await _connect(
+        address,
+        namespace,
+        profile=profile,
+        codec=codec,
+        runtime=runtime,
+        tracing=tracing,
+        plugins=[DurableAgentsPlugin()],
+    )
+
+
+async def _connect(
+    address: str | None,
+    namespace: str | None,
+    *,
+    profile: str | None = None,
+    codec: PayloadCodec | None = None,
+    runtime: Runtime | None = None,
+    tracing: bool | TracerProvider = False,
+    plugins: list[SimplePlugin],
+) -> Client:
+    """``connect()`` with these plugins: none for a client that builds no worker (the CLI's
+    commands: Temporal's worker is not imported then)."""
     if codec is None:
         from durable_agents.encryption import encryption_from_env
 
@@ -65,9 +91,7 @@ async def connect(
             from durable_agents.tracing import interceptors_for
 
             config["interceptors"] = [*config.get("interceptors", ()), *interceptors_for(tracing)]
-        return await Client.connect(
-            **config, data_converter=data_converter(codec), plugins=[DurableAgentsPlugin()], runtime=runtime
-        )
+        return await Client.connect(**config, data_converter=data_converter(codec), plugins=plugins, runtime=runtime)
     except RuntimeError as e:
         reason = "connection refused" if "refused" in str(e).lower() else str(e)
         raise ConfigurationError(

@@ -40,7 +40,6 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureEr
 from temporalio.common import PinnedVersioningOverride, VersioningBehavior, WorkerDeploymentVersion
 from temporalio.exceptions import TimeoutError as TemporalTimeoutError
 from temporalio.service import RPCError, RPCStatusCode
-from temporalio.worker import WorkerDeploymentConfig
 
 from durable_agents.activities.definitions import Agent
 from durable_agents.activities.versioning import MigrateSessionInput, MigrateSessionOutput
@@ -48,6 +47,8 @@ from durable_agents.checkpoint.errors import CheckpointNotFoundError, Configurat
 from durable_agents.checkpoint.format import CheckpointHeader, CheckpointStatus
 
 if TYPE_CHECKING:
+    from temporalio.worker import WorkerDeploymentConfig
+
     from durable_agents.client import AgentClient
 
 __all__ = [
@@ -89,6 +90,8 @@ def _package_version() -> str:
 
 def deployment_config(deployment: str, build_id: str | None, agents: Sequence[Agent]) -> WorkerDeploymentConfig:
     """A versioned worker's configuration: runs are pinned to its build by default."""
+    from temporalio.worker import WorkerDeploymentConfig  # a worker's: not imported by clients
+
     if not deployment or "." in deployment:
         raise ConfigurationError(
             f"deployment name {deployment!r}: give a non-empty name without '.' (Temporal writes a version "

@@ -20,7 +20,7 @@ from temporalio.worker import (
 )
 
 from durable_agents import AgentClient, ConfigurationError, DurableAgentsPlugin, build_worker
-from durable_agents.plugin import EncodedFailureConverter
+from durable_agents.converter import EncodedFailureConverter
 from tests import agents
 from tests.conftest import session_id
 from tests.test_security import ReversingCodec

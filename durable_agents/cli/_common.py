@@ -115,17 +115,13 @@ def keys_of(args: argparse.Namespace, needed_by: str):
 
 async def client_of(args: argparse.Namespace):
     from durable_agents.client import AgentClient
+    from durable_agents.connection import _connect
 
     client = getattr(args, "_client", None)
     if client is None:
-        client = await AgentClient.connect(
-            args.address,
-            store=store_of(args),
-            namespace=args.namespace,
-            task_queue=args.task_queue,
-            codec=codec_of(args),
-            summaries=getattr(args, "summaries", None),
-        )
+        # no DurableAgentsPlugin: these commands build no worker (nor import Temporal's)
+        temporal = await _connect(args.address, args.namespace, codec=codec_of(args), plugins=[])
+        client = AgentClient(temporal, store_of(args), args.task_queue, summaries=getattr(args, "summaries", None))
         args._client = client
     return client
 

@@ -11,8 +11,8 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 
 from durable_agents import ConfigurationError, DurableAgentsPlugin
 from durable_agents.checkpoint.encryption import KEY_FILE_ENV, KEYS_ENV, EncryptionKeys, load_keys, new_key
+from durable_agents.converter import EncodedFailureConverter, with_our_converter
 from durable_agents.encryption import ENCODING, KEY_ID_METADATA, EncryptionCodec, EncryptionKeyError
-from durable_agents.plugin import EncodedFailureConverter, with_our_converter
 
 K1, K2 = new_key("k1"), new_key("k2")
 

@@ -1,0 +1,70 @@
+"""The data converter every durable-agents client and worker uses: Temporal's pydantic
+converter, a clear error for an encrypted payload no codec decrypted, and failure messages
+encoded whenever payloads are (a payload codec, e.g. encryption).
+
+Apart from ``durable_agents.plugin`` so that a client that builds no worker (the CLI's
+commands) connects without importing Temporal's worker.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from temporalio.contrib.pydantic import PydanticPayloadConverter, pydantic_data_converter
+from temporalio.converter import DataConverter, DefaultFailureConverter, PayloadCodec
+
+from durable_agents.checkpoint.errors import ConfigurationError
+from durable_agents.encryption import EncryptedPayloadRefused
+
+
+class DurableAgentsPayloadConverter(PydanticPayloadConverter):
+    """The pydantic payload converter, plus a clear error for an encrypted payload
+    that no codec decrypted (``encryption.EncryptedPayloadRefused``)."""
+
+    def __init__(self) -> None:  # runs inside the workflow sandbox too: no imports here
+        super().__init__()
+        self._set_converters(*self.converters.values(), EncryptedPayloadRefused())
+
+
+OUR_DATA_CONVERTER = dataclasses.replace(pydantic_data_converter, payload_converter_class=DurableAgentsPayloadConverter)
+
+
+class EncodedFailureConverter(DefaultFailureConverter):
+    """Failures with their message and stack trace inside an encoded payload.
+
+    Used whenever a payload codec is set: a failure's message often quotes
+    model output, tool arguments or a provider's reply, which the codec must
+    protect like any other payload.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(encode_common_attributes=True)
+
+
+def with_our_converter(existing: DataConverter | None, codec: PayloadCodec | None = None) -> DataConverter:
+    """The pydantic data converter, keeping everything else the user set (codec,
+    failure converter); with a codec, failure messages are encoded too.
+
+    ``codec`` is set as the payload codec; a converter with another codec already is refused."""
+    base = existing if existing is not None else DataConverter.default
+    if codec is not None and base.payload_codec is not codec:
+        if base.payload_codec is not None:
+            raise ConfigurationError(
+                f"this client's data converter already has a payload codec ({type(base.payload_codec).__name__}); "
+                f"pass codec={type(codec).__name__}(…) or keep that one, not both"
+            )
+        base = dataclasses.replace(base, payload_codec=codec)
+    failures = base.failure_converter_class
+    if base.payload_codec is not None and failures is DefaultFailureConverter:
+        failures = EncodedFailureConverter
+    if issubclass(base.payload_converter_class, PydanticPayloadConverter) and failures is base.failure_converter_class:
+        return base
+    if base.payload_codec is None and failures is DefaultFailureConverter and base is DataConverter.default:
+        return OUR_DATA_CONVERTER
+    return dataclasses.replace(
+        base, payload_converter_class=DurableAgentsPayloadConverter, failure_converter_class=failures
+    )
+
+
+def carries_our_payloads(converter: DataConverter) -> bool:
+    return issubclass(converter.payload_converter_class, PydanticPayloadConverter)
