@@ -53,8 +53,6 @@ TOOL_HEARTBEAT_SECONDS = 4.0
 Tools heartbeat in the background every third of this and the worker sends each, at
 most one a second: 3 s of slack for a busy event loop (README: Crash recovery and worker
 tuning, where the figures are)."""
-
-
 ToolFn = Callable[[Any, ToolContext], Awaitable[Any]]
 ArgsT = TypeVar("ArgsT", bound=BaseModel)
 ApprovalRule = bool | Callable[[Any, ToolContext], bool]

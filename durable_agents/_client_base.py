@@ -52,7 +52,6 @@ class ClientBase:
             raise ConfigurationError(f"summaries={summaries!r}: use 'agent-only' or 'first-line'")
         self._summaries = summaries
         self._attributes: tuple[bool, bool] | None = None  # (runs upsert theirs, AgentStore exists)
-        self._with_start: bool | None = None  # False: the server refused update-with-start
         self._tracer_found = False
         self._tracer_value: Any = None
 
