@@ -119,9 +119,10 @@ async def client_of(args: argparse.Namespace):
 
     client = getattr(args, "_client", None)
     if client is None:
+        store = store_of(args)  # a bad store URL is said before any connection is tried
         # no DurableAgentsPlugin: these commands build no worker (nor import Temporal's)
         temporal = await _connect(args.address, args.namespace, codec=codec_of(args), plugins=[])
-        client = AgentClient(temporal, store_of(args), args.task_queue, summaries=getattr(args, "summaries", None))
+        client = AgentClient(temporal, store, args.task_queue, summaries=getattr(args, "summaries", None))
         args._client = client
     return client
 
