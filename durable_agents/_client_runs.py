@@ -70,7 +70,6 @@ def _refuse_subagent_session(store: CheckpointStore, session_id: str, parent: st
 
 @dataclass
 class _NewRun:
-    session_id: str
     input: AgentRunInput
     options: dict[str, Any]
     """``start_workflow``'s keyword arguments (``WithStartWorkflowOperation``'s too)."""
@@ -198,13 +197,13 @@ class RunsClient(ClientBase):
             ),
             "static_summary": agent if self.summaries == "agent-only" else f"{agent}: {first.splitlines()[0][:120]}",
         }
-        return _NewRun(session_id, run_input, options, token)
+        return _NewRun(run_input, options, token)
 
     async def _busy(self, run: _NewRun) -> SessionBusyError:
         """The session had a live run after all: its kept input is dropped."""
         if run.token is not None:
-            await asyncio.to_thread(self.store.drop_run_input, run.session_id, run.token)
-        return SessionBusyError(run.session_id)
+            await asyncio.to_thread(self.store.drop_run_input, run.input.session_id, run.token)
+        return SessionBusyError(run.input.session_id)
 
     async def _keep_input(self, session_id: str, messages: list[Message]) -> tuple[str | None, list[Message]]:
         """The run's input goes to the store, and the run gets a token for it (DESIGN §2);

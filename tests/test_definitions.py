@@ -53,7 +53,7 @@ def test_tool_schema_comes_from_its_input_model():
     assert spec.description == "Today's weather in a city."
 
 
-BUILT_SCHEMAS: list[type] = []
+built_schemas: list[type] = []
 
 
 class Booking(BaseModel):
@@ -61,15 +61,14 @@ class Booking(BaseModel):
 
     @classmethod
     def model_json_schema(cls, *args, **kwargs):
-        BUILT_SCHEMAS.append(cls)
+        built_schemas.append(cls)
         return super().model_json_schema(*args, **kwargs)
 
 
 def test_a_runs_definition_builds_each_tools_schema_once():
     # every run's begin_run records the agent's definition (run_config) and its
     # fingerprint: pydantic builds a JSON schema afresh at each call (≈ 0.2 ms a tool)
-    built = BUILT_SCHEMAS
-    built.clear()
+    built_schemas.clear()
 
     @tool
     async def book(args: Booking, ctx: ToolContext) -> str:  # pragma: no cover
@@ -81,7 +80,7 @@ def test_a_runs_definition_builds_each_tools_schema_once():
     for _ in range(3):
         assert agent.run_config().tools[0].input_schema["properties"]["room"] == {"title": "Room", "type": "string"}
         assert agent.fingerprint() == fingerprint
-    assert built == [Booking]
+    assert built_schemas == [Booking]
 
 
 async def test_a_worker_refuses_the_memory_store_unless_allowed(env):
