@@ -10,9 +10,12 @@ start of its next (its tool step and the orchestration around both: median and 9
 percentile). The modes
 ``raw-local`` and ``raw-regular`` run the same sessions on the raw Temporal loop
 (``_raw_loop.py``: a model-like activity with the same latency and an instant tool-like one,
-no store), on a worker with the same tuning, side by side in the same run.
+no store), on a worker with the same tuning, side by side in the same run. The sessions are
+sent from the worker's process, or with --client-process from a process of their own (as an
+application's server sends them; ``_capacity_clients.py``), ours and the raw loop's alike.
 
     .venv/bin/python bench/capacity.py [--sessions 50,100,200] [--steps 5] [--mode raw-local,local,...] [--workers 2]
+                                       [--client-process]
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import argparse
 import asyncio
 import contextlib
 import itertools
+import json
 import math
 import os
 import resource
@@ -139,6 +143,48 @@ def raw_tuning(tuning: dict) -> dict:
     }
 
 
+class ClientProcess:
+    """``_capacity_clients.py``: sends each batch from a process of its own."""
+
+    def __init__(self, proc: subprocess.Popen) -> None:
+        self.proc = proc
+        self.cpu = 0.0
+        """Its CPU seconds at its last answer."""
+
+    async def _line(self) -> dict:
+        line = await asyncio.to_thread(self.proc.stdout.readline)  # type: ignore[union-attr]
+        if not line:
+            raise RuntimeError(f"the client process exited ({self.proc.wait()})")
+        return json.loads(line)
+
+    async def send(self, mode: str, ids: list[str], opts: argparse.Namespace) -> dict:
+        batch = {"mode": mode, "ids": ids, "steps": opts.steps, "modelSeconds": opts.model_seconds}
+        self.proc.stdin.write(json.dumps(batch) + "\n")  # type: ignore[union-attr]
+        self.proc.stdin.flush()  # type: ignore[union-attr]
+        done = await self._line()
+        self.cpu = done["cpu"]
+        return done
+
+
+@contextlib.asynccontextmanager
+async def client_process(opts: argparse.Namespace, address: str, tmp: str, queue: str):
+    """With ``--client-process``: the clients' process, connected and warmed up (one run of each mode)."""
+    if not opts.client_process:
+        yield None
+        return
+    cmd = [sys.executable, str(BENCH / "_capacity_clients.py"), address, str(Path(tmp) / "store.db"), queue]
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # noqa: ASYNC220
+    try:
+        clients = ClientProcess(proc)
+        await clients._line()  # ready
+        for mode in opts.mode.split(","):
+            await clients.send(mode, [f"warm-client-{mode}-{uuid.uuid4().hex[:6]}"], opts)
+        yield clients
+    finally:
+        proc.stdin.close()  # type: ignore[union-attr]
+        proc.wait(30)
+
+
 def rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
@@ -163,6 +209,11 @@ async def main() -> None:
     parser.add_argument("--workflow-tasks", type=int, default=100, help="build_worker(max_concurrent_workflow_tasks=…)")
     parser.add_argument(
         "--sticky", type=float, help="build_worker(sticky_queue_timeout=…) seconds (default: the default)"
+    )
+    parser.add_argument(
+        "--client-process",
+        action="store_true",
+        help="send the sessions from a process of their own (_capacity_clients.py), not from the worker's",
     )
     opts = parser.parse_args()
     ideal = opts.steps * opts.model_seconds
@@ -195,7 +246,11 @@ async def main() -> None:
             raw = Worker(client, task_queue=raw_queue, workflows=[RawAgentLoop], **raw_tuning(tuning))
             await stack.enter_async_context(raw)
 
+            clients = await stack.enter_async_context(client_process(opts, server.address, tmp, queue))
+
             async def run_raw(mode: str, ids: list[str]) -> tuple[int, int]:
+                if clients is not None:
+                    return (await clients.send(mode, ids, opts))["steps"], 0
                 run = RawRun(steps=opts.steps - 1, local=mode == "raw-local", model_seconds=opts.model_seconds)
                 turns = await asyncio.gather(
                     *(client.execute_workflow(RawAgentLoop.run, run, id=i, task_queue=raw_queue) for i in ids)
@@ -204,6 +259,9 @@ async def main() -> None:
 
             async def run_ours(mode: str, ids: list[str]) -> tuple[int, int]:
                 calls = model_calls()
+                if clients is not None:
+                    done = await clients.send(mode, ids, opts)
+                    return done["steps"], model_calls() - calls - done["requests"]
                 results = await asyncio.gather(*(da.send(f"cap-{mode}", "go", session_id=sid) for sid in ids))
                 return sum(r.steps for r in results), model_calls() - calls - sum(r.usage.requests for r in results)
 
@@ -213,11 +271,13 @@ async def main() -> None:
                 for n in (int(x) for x in opts.sessions.split(",")):
                     started, began = time.perf_counter(), time.time()
                     cpu = cpu_seconds(), cpu_seconds(server.pid), sum(cpu_seconds(p.pid) for p in procs)
+                    client_cpu = clients.cpu if clients is not None else 0.0
                     ids = [f"cap-{uuid.uuid4().hex[:10]}" for _ in range(n)]
                     steps, twice = await (run_raw if mode.startswith("raw-") else run_ours)(mode, ids)
                     wall = time.perf_counter() - started
                     worker_cpu, server_cpu = cpu_seconds() - cpu[0], cpu_seconds(server.pid) - cpu[1]
                     worker_cpu += sum(cpu_seconds(p.pid) for p in procs) - cpu[2]
+                    worker_cpu += (clients.cpu if clients is not None else 0.0) - client_cpu
                     busy = (worker_cpu + server_cpu) / (wall * (os.cpu_count() or 1))
                     late = await task_timeouts(client, ids)
                     calls = SLOW_MODEL_CALLS if mode.startswith("raw-") else model_call_starts()
