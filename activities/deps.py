@@ -145,13 +145,30 @@ class ActivityDeps:
     async def _call(self, fn: Callable[..., T], *args: object) -> T:
         """``fn(*args)`` on the event loop when the store can run it there without waiting
         (``CheckpointStore.without_waiting``: SQLite, uncontended), else in a thread."""
+        scope = tracing.scope_needing_header()
+        if scope is not None:  # tracing: the session's agent and step, for the spans the input leaves without
+            await self._learn_scope(scope)
         with tracing.store_call(fn):  # a span per store call when the worker traces
-            with self.store.without_waiting() as now:
-                if now:
-                    with contextlib.suppress(WouldWait):
-                        return fn(*args)
-            async with heartbeating(0.5):
-                return await asyncio.to_thread(fn, *args)
+            return await self._run(fn, *args)
+
+    async def _run(self, fn: Callable[..., T], *args: object) -> T:
+        with self.store.without_waiting() as now:
+            if now:
+                with contextlib.suppress(WouldWait):
+                    return fn(*args)
+        async with heartbeating(0.5):
+            return await asyncio.to_thread(fn, *args)
+
+    async def _learn_scope(self, scope: tracing.Scope) -> None:
+        """Read the session's header (no span of its own) for its agent and step; a failed read
+        leaves them unsaid (the store call that follows says what is wrong)."""
+        assert scope.session_id is not None
+        try:
+            header = await self._run(self.store.load_header, scope.session_id)
+        except Exception:  # noqa: BLE001 - a span's attributes never fail a store call
+            scope.looked_up = True
+            return
+        scope.learn(header)
 
 
 def _is_outage(error: Exception) -> bool:

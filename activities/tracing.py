@@ -8,6 +8,11 @@ of each activity. Without it every helper here returns at once (one context-vari
 Spans carry ids, names, counts, durations and outcomes only: never a prompt, an argument, a
 result, a note or a failure message (a failed span's status names the exception's type).
 
+Every span here carries the activity's ``durable_agents.session_id``, ``.agent`` and ``.step``
+(its :class:`Scope`): from the activity's input where it says them (a model turn's step is the
+turn's), else from the session's checkpoint header, read once before the activity's first
+store call (only when tracing is on, and only when the input leaves one unsaid).
+
 ============================  ==================================================================
 ``chat {model}``              a model turn: ``gen_ai.*`` (provider, model, input/output tokens,
                               cache read/creation tokens), ``durable_agents.step``, ``.attempt``,
@@ -32,6 +37,7 @@ import contextlib
 import time
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -47,8 +53,63 @@ TRACER: ContextVar[Tracer | None] = ContextVar("durable_agents_tracer", default=
 PREFIX = "durable_agents."
 
 
+@dataclass
+class Scope:
+    """The session, agent and step the running activity works on: every span of ours says them."""
+
+    session_id: str | None = None
+    agent: str | None = None
+    step: int | None = None
+    looked_up: bool = False
+    """The session's header was read for what the input left unsaid (once per activity)."""
+
+    @classmethod
+    def of(cls, inp: Any) -> Scope:
+        """What an activity's input says (its ``session_id``, ``agent``, ``step`` fields)."""
+        session_id, agent, step = (getattr(inp, name, None) for name in ("session_id", "agent", "step"))
+        return cls(
+            session_id if isinstance(session_id, str) else None,
+            agent if isinstance(agent, str) else None,
+            step if isinstance(step, int) and not isinstance(step, bool) else None,
+        )
+
+    def attributes(self) -> dict[str, Any]:
+        known = {"session_id": self.session_id, "agent": self.agent, "step": self.step}
+        return {PREFIX + key: value for key, value in known.items() if value is not None}
+
+    def unresolved(self) -> bool:
+        """The input left the agent or the step unsaid and the header was not read yet."""
+        return self.session_id is not None and (self.agent is None or self.step is None) and not self.looked_up
+
+    def learn(self, header: CheckpointHeader | None) -> None:
+        """Fill what the input left unsaid from the session's header (None: no such session
+        yet, so step 0); what the input says stands."""
+        self.looked_up = True
+        if header is not None and self.agent is None:
+            self.agent = header.agent
+        if self.step is None:
+            self.step = header.step_index if header is not None else 0
+
+
+SCOPE: ContextVar[Scope | None] = ContextVar("durable_agents_span_scope", default=None)
+"""The running activity's :class:`Scope` (set with :data:`TRACER`)."""
+
+
 def on() -> bool:
     return TRACER.get() is not None
+
+
+def scope_needing_header() -> Scope | None:
+    """The running activity's scope when tracing is on and it still needs the session's header."""
+    if TRACER.get() is None:
+        return None
+    scope = SCOPE.get()
+    return scope if scope is not None and scope.unresolved() else None
+
+
+def _scoped(attributes: dict[str, Any] | None) -> dict[str, Any]:
+    scope = SCOPE.get()
+    return {**(scope.attributes() if scope is not None else {}), **(attributes or {})}
 
 
 @contextlib.contextmanager
@@ -63,8 +124,9 @@ def span(name: str, attributes: dict[str, Any] | None = None, tracer: Tracer | N
         return
     from opentelemetry.trace import Status, StatusCode
 
+    given = _scoped(attributes)
     with tracer.start_as_current_span(
-        name, attributes=attributes, record_exception=False, set_status_on_exception=False
+        name, attributes=given, record_exception=False, set_status_on_exception=False
     ) as current:
         try:
             yield current
@@ -73,6 +135,10 @@ def span(name: str, attributes: dict[str, Any] | None = None, tracer: Tracer | N
                 current.set_attribute("error.type", type(e).__name__)
                 current.set_status(Status(StatusCode.ERROR, type(e).__name__))
             raise
+        finally:  # what the scope learned meanwhile (the header read by the span's first store call)
+            learned = {k: v for k, v in _scoped(None).items() if k not in given}
+            if learned:
+                current.set_attributes(learned)
 
 
 def annotate(**attributes: Any) -> None:
@@ -155,6 +221,7 @@ def approval_waited(header: CheckpointHeader, decision: ApprovalDecision, call: 
         f"approval_wait {call.name}",
         start_time=int(paused.timestamp() * 1e9),
         attributes={
+            **_scoped(None),
             PREFIX + "approval.id": decision.approval_id,
             PREFIX + "approval.decision": outcome,
             PREFIX + "approval.duration_s": round(waited, 3),

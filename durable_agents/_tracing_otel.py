@@ -69,6 +69,7 @@ class _ActivitySpans(ActivityInboundInterceptor):
 
     async def execute_activity(self, input: ExecuteActivityInput) -> Any:
         token = tracing.TRACER.set(self.tracer)
+        scoped = tracing.SCOPE.set(tracing.Scope.of(input.args[0] if input.args else None))
         try:
             info = activity.info()
             if info.activity_type == MODEL_TURN and input.args:
@@ -77,6 +78,7 @@ class _ActivitySpans(ActivityInboundInterceptor):
                 return await self._tool_call(input, info)
             return await self.next.execute_activity(input)
         finally:
+            tracing.SCOPE.reset(scoped)
             tracing.TRACER.reset(token)
 
     async def _model_turn(self, input: ExecuteActivityInput, info: activity.Info) -> Any:

@@ -165,6 +165,23 @@ START = "StartUpdateWithStartWorkflow:AgentRun"
 """Temporal's span for ``send()``'s start of the run (update-with-start)."""
 
 
+OURS = ("chat ", "execute_tool ", "approval_wait ", "store.")
+"""The names of the spans we make inside activities."""
+
+
+def check_run_ids(spans: list[Span], sessions: dict[str, str]) -> None:
+    """Each span of ours names its session, its agent and its step (an operator filters a
+    backend by session): ``sessions`` maps each session id to its agent."""
+    ours = [s for s in spans if s.name.startswith(OURS)]
+    assert ours
+    for s in ours:
+        keys = ("durable_agents.session_id", "durable_agents.agent", "durable_agents.step")
+        assert all(k in s.attributes for k in keys), (s.name, s.attributes)
+        assert s.attributes["durable_agents.session_id"] in sessions, (s.name, s.attributes)
+        assert s.attributes["durable_agents.agent"] == sessions[s.attributes["durable_agents.session_id"]], s.name
+        assert isinstance(s.attributes["durable_agents.step"], int) and s.attributes["durable_agents.step"] >= 0
+
+
 def check_run_tree(spans: list[Span], sid: str) -> list[Span]:
     """The run's spans: one trace rooted at ``send traced``; each span of ours under its activity."""
     [send] = named(spans, "send traced")
@@ -204,6 +221,12 @@ def check_run_tree(spans: list[Span], sid: str) -> list[Span]:
     assert wait.attributes["durable_agents.approval.id"] == send.attributes["durable_agents.approval_id"]
     assert by_id[wait.parent].name == "RunActivity:durable_agents.record_decision"
     assert named(run, "HandleUpdate:decide")  # the decision, in the run's trace (linked to approve's)
+    check_run_ids(run, {sid: "traced"})
+    # a store call is counted in the step its activity works on: a model turn's in the turn's
+    for chat in chats.values():
+        for child in (c for c in run if c.parent == chat.id):
+            assert child.attributes["durable_agents.step"] == chat.attributes["durable_agents.step"], child.name
+    assert wait.attributes["durable_agents.step"] == 2  # turn 2 asked for the charge
     return run
 
 
@@ -228,6 +251,22 @@ async def test_a_run_with_a_tool_and_an_approval_is_one_trace(env, store, task_q
     assert {s.trace for s in spans} == {run[0].trace, approve.trace}
     assert named(spans, "approval_wait charge")[0].attributes["durable_agents.approval.duration_s"] >= 0.2
     no_user_text(spans)
+
+
+async def test_a_forks_spans_name_the_session_it_forks(env, store, task_queue):
+    """The fork's activity (a ForkSession workflow) reads the source session: its store spans say which."""
+    provider, exporter = memory_provider()
+    client = traced_client(env, provider)
+    sid = session_id()
+    async with build_worker(client, agents=[tracing_agents.traced], store=store, task_queue=task_queue):
+        agents = AgentClient(client, store, task_queue)
+        paused = await agents.send("traced", "Look up", session_id=sid)
+        exporter.clear()
+        await agents.fork(sid, from_step=1)
+    spans = from_sdk(exporter.get_finished_spans())
+    assert named(spans, "store.fork_session")
+    check_run_ids(spans, {sid: "traced"})
+    assert {s.attributes["durable_agents.step"] for s in spans if s.name.startswith(OURS)} == {paused.steps}
 
 
 class CliWorker(WorkerProcess):
@@ -342,6 +381,8 @@ async def test_a_subagent_run_joins_its_parents_trace_from_a_worker_only_tracing
     [tool] = named(spans, "execute_tool look_up")
     by_id = {s.id: s for s in spans}
     assert "StartChildWorkflow:AgentRun" in ancestors(tool, by_id)
+    child = tool.attributes["durable_agents.session_id"]
+    check_run_ids(spans, {result.session_id: "solo-lead", child: "researcher"})
 
 
 async def test_a_failed_run_is_recorded_by_its_failures_type_not_its_message(env, store, task_queue):
