@@ -7,14 +7,16 @@ from the store by reference (session id + message count).
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from durable_agents.checkpoint.fingerprint import AgentDrift
 from durable_agents.checkpoint.format import (
     FinishReason,
+    FormatModel,
     Message,
     ModelSettings,
     RunConfig,
@@ -37,7 +39,7 @@ RECORD_FAILURE = "durable_agents.record_failure"
 RECORD_EVENTS = "durable_agents.record_events"
 
 
-class RunState(BaseModel):
+class RunState(FormatModel):
     """Where a run stands; small and independent of transcript length."""
 
     message_count: int
@@ -59,6 +61,24 @@ class RunState(BaseModel):
     recorded_positions: list[int] = Field(default_factory=list)
     """Pending calls whose result is already recorded (e.g. by a fork's patch): they are
     neither run nor gated again; their result is appended in call order."""
+    pending_arguments: list[dict[str, Any]] = Field(default_factory=list)
+    """The pending calls' arguments as queries show them (bounded, ``bounded``), in call
+    order; never sent to an activity. Empty in histories recorded before it."""
+
+    def arguments_of(self, index: int) -> dict[str, Any]:
+        """What to show of pending call ``index``'s arguments."""
+        if index < len(self.pending_arguments):
+            return self.pending_arguments[index]
+        return self.pending_tool_calls[index].arguments  # inline in older histories; {} as a reference
+
+    def shown_calls(self, start: int = 0) -> list[ToolCall]:
+        """The pending calls from ``start`` on, with the arguments a query shows."""
+        calls = self.pending_tool_calls
+        return [calls[i].model_copy(update={"arguments": self.arguments_of(i)}) for i in range(start, len(calls))]
+
+    def view(self) -> RunState:
+        """The state as the ``run_state`` query shows it: pending calls with their arguments."""
+        return self.model_copy(update={"pending_tool_calls": self.shown_calls()})
 
 
 def call_ref(call: ToolCall) -> ToolCall:
@@ -67,7 +87,41 @@ def call_ref(call: ToolCall) -> ToolCall:
     return ToolCall(id=call.id, name=call.name, arguments={})
 
 
-class BeginRunInput(BaseModel):
+VIEW_BYTES = 4096
+"""The bound of each value a person or an outside client sees through Temporal (DESIGN §2's
+exception): a pending call's arguments, the run's final text, its structured output."""
+TRUNCATED = "$truncated"
+"""The key of the marker that stands for a JSON value over ``VIEW_BYTES``:
+``{"$truncated": {"bytes": <its JSON's size>, "preview": <its JSON's first VIEW_BYTES characters>}}``."""
+
+
+def bounded(value: Any, limit: int = VIEW_BYTES) -> Any:
+    """``value`` as is when its JSON is at most ``limit`` bytes; otherwise the ``$truncated``
+    marker, with the start of its JSON as a preview."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    size = len(text.encode())
+    if size <= limit:
+        return value
+    return {TRUNCATED: {"bytes": size, "preview": _cut(text, limit)}}
+
+
+def bounded_text(text: str | None, limit: int = VIEW_BYTES) -> tuple[str | None, bool]:
+    """``text`` cut to at most ``limit`` bytes (UTF-8), and whether it was cut."""
+    if text is None or len(text.encode()) <= limit:
+        return text, False
+    return _cut(text, limit), True
+
+
+def _cut(text: str, limit: int) -> str:
+    return text.encode()[:limit].decode(errors="ignore")
+
+
+def call_views(calls: list[ToolCall]) -> list[dict[str, Any]]:
+    """What a query shows of each call's arguments (bounded): they travel beside the references."""
+    return [bounded(call.arguments) for call in calls]
+
+
+class BeginRunInput(FormatModel):
     session_id: str
     agent: str
     input: list[Message] = Field(default_factory=list)
@@ -89,18 +143,24 @@ class BeginRunInput(BaseModel):
     parent_session_uid: str | None = None
     stream: bool | None = None
     """The run streams: its events go to the store's event log (``RunConfig.stream``)."""
+    search_attributes: list[str] = Field(default_factory=list)
+    """Search attributes the run would set, when its starter did not say whether the namespace
+    has them: the activity tells (``BeginRunOutput.search_attributes``)."""
 
 
-class BeginRunOutput(BaseModel):
+class BeginRunOutput(FormatModel):
     config: RunConfig
     state: RunState
     queued_input: list[Message] = Field(default_factory=list)
     """Input to append once the pending tool calls have their results."""
     drift: AgentDrift | None = None
     """How the resuming agent differs from the one the checkpoint was saved with."""
+    search_attributes: bool | None = None
+    """Whether the namespace has every attribute the input's ``search_attributes`` names
+    (None: not asked)."""
 
 
-class ModelTurnInput(BaseModel):
+class ModelTurnInput(FormatModel):
     session_id: str
     position: int
     """Where the assistant turn goes: the number of messages before it."""
@@ -111,7 +171,7 @@ class ModelTurnInput(BaseModel):
     """Invalid final answers already sent back in this run (structured output)."""
 
 
-class ModelTurnOutput(BaseModel):
+class ModelTurnOutput(FormatModel):
     tool_calls: list[ToolCall] = Field(default_factory=list)
     """The turn's calls, as references when ``arguments_in_store``."""
     arguments_in_store: bool = False
@@ -126,9 +186,16 @@ class ModelTurnOutput(BaseModel):
     turn_position: int | None = None
     """Where the turn was stored when it is not at the input's ``position``: after the context
     summary stored before it (``appended`` counts the summary too). None: at ``position``."""
+    tool_call_arguments: list[dict[str, Any]] = Field(default_factory=list)
+    """The calls' arguments as queries show them (bounded): ``RunState.pending_arguments``."""
+    text: str | None = None
+    """A final turn's text (bounded): the run's answer, in its result. None for a turn with calls."""
+    text_truncated: bool = False
+    output: Any = None
+    """A final turn's structured output as JSON (bounded), when the agent has an ``output_type``."""
 
 
-class ExecuteToolInput(BaseModel):
+class ExecuteToolInput(FormatModel):
     session_id: str
     agent: str
     step: int
@@ -151,7 +218,7 @@ class ExecuteToolInput(BaseModel):
         return self.batch_start + (self.index if self.index is not None else self.batch.index(self.call.id))
 
 
-class ExecuteToolOutput(BaseModel):
+class ExecuteToolOutput(FormatModel):
     tool_call_id: str
     is_error: bool = False
     kind: str = "result"
@@ -160,7 +227,7 @@ class ExecuteToolOutput(BaseModel):
     """Messages in the checkpoint after recording (the in-order prefix)."""
 
 
-class RecordEventsInput(BaseModel):
+class RecordEventsInput(FormatModel):
     """Events a streamed run's workflow writes to the session's event log (its outcome)."""
 
     session_id: str
@@ -170,39 +237,39 @@ class RecordEventsInput(BaseModel):
     """One per event: an event whose key the log holds already is not written again."""
 
 
-class RecordFailureInput(BaseModel):
+class RecordFailureInput(FormatModel):
     session_id: str
     error: RunError
 
 
-class FinishRunInput(BaseModel):
+class FinishRunInput(FormatModel):
     session_id: str
     finish_reason: FinishReason
     message_count: int
 
 
-class AppendInputInput(BaseModel):
+class AppendInputInput(FormatModel):
     session_id: str
     position: int
     messages: list[Message]
 
 
-class AppendInputOutput(BaseModel):
+class AppendInputOutput(FormatModel):
     message_count: int
 
 
-class AbortRunInput(BaseModel):
+class AbortRunInput(FormatModel):
     session_id: str
     batch_start: int
     batch: list[ToolCall] = Field(default_factory=list)
     """The interrupted turn's unfinished calls: each gets a ``cancelled`` result."""
 
 
-class AbortRunOutput(BaseModel):
+class AbortRunOutput(FormatModel):
     message_count: int
 
 
-class ApprovalDecision(BaseModel):
+class ApprovalDecision(FormatModel):
     """A human's decision on a paused tool call."""
 
     approval_id: str
@@ -214,7 +281,7 @@ class ApprovalDecision(BaseModel):
     """Who decided (recorded with the decision); None: not named. Absent in older histories."""
 
 
-class PendingApproval(BaseModel):
+class PendingApproval(FormatModel):
     approval_id: str
     session_id: str
     agent: str
@@ -232,7 +299,7 @@ class PendingApproval(BaseModel):
     """Set when ``session_id`` is itself a sub-agent's session (its parent lists it too)."""
 
 
-class CheckApprovalsInput(BaseModel):
+class CheckApprovalsInput(FormatModel):
     session_id: str
     agent: str
     step: int
@@ -243,11 +310,11 @@ class CheckApprovalsInput(BaseModel):
     """Set when ``calls`` are references: their arguments are read from this turn."""
 
 
-class CheckApprovalsOutput(BaseModel):
+class CheckApprovalsOutput(FormatModel):
     needs_approval: list[bool]
 
 
-class PauseForApprovalInput(BaseModel):
+class PauseForApprovalInput(FormatModel):
     session_id: str
     approval_id: str
     remaining_tool_calls: list[ToolCall]
@@ -258,7 +325,7 @@ class PauseForApprovalInput(BaseModel):
     """A streamed run's ``RunPaused`` event (JSON), written to its event log with the pause."""
 
 
-class RecordDecisionInput(BaseModel):
+class RecordDecisionInput(FormatModel):
     session_id: str
     decision: ApprovalDecision
     call: ToolCall
@@ -272,14 +339,14 @@ class RecordDecisionInput(BaseModel):
         return self.batch_start + (self.index if self.index is not None else self.batch.index(self.call.id))
 
 
-class RecordDecisionOutput(BaseModel):
+class RecordDecisionOutput(FormatModel):
     recorded_through: int
 
 
 FORK_SESSION = "durable_agents.fork_session"
 
 
-class ForkSessionInput(BaseModel):
+class ForkSessionInput(FormatModel):
     session_id: str
     from_step: int
     patch: dict[str, Any] = Field(default_factory=dict)
@@ -290,7 +357,7 @@ class ForkSessionInput(BaseModel):
     step's newest. Absent in older histories."""
 
 
-class ForkSessionOutput(BaseModel):
+class ForkSessionOutput(FormatModel):
     session_id: str
     step: int
     agent: str | None = None

@@ -15,7 +15,15 @@ from temporalio.exceptions import ApplicationError
 
 from durable_agents.activities import metrics, tracing
 from durable_agents.activities.context import build_context, summary_offset
-from durable_agents.activities.contracts import MODEL_TURN, ModelTurnInput, ModelTurnOutput, call_ref
+from durable_agents.activities.contracts import (
+    MODEL_TURN,
+    ModelTurnInput,
+    ModelTurnOutput,
+    bounded,
+    bounded_text,
+    call_ref,
+    call_views,
+)
 from durable_agents.activities.deps import ActivityDeps, heartbeating
 from durable_agents.activities.events import TurnStream, generate, turn_stream
 from durable_agents.activities.hooks import run_hook
@@ -71,13 +79,7 @@ class ModelActivities:
                 check = self._check_output(header, stored[0])
                 if check is not None:  # stored with what followed it, in one write
                     return self._output_turn(check, header.usage, header, inp, replayed=True).model_copy(update=moved)
-                return ModelTurnOutput(
-                    tool_calls=[call_ref(c) for c in stored[0].tool_calls or []],
-                    arguments_in_store=True,
-                    usage=header.usage,
-                    replayed=True,
-                    **moved,
-                )
+                return _turn_output(stored[0], header.usage, replayed=True, **moved)
         # (sealed messages without --store-encryption were refused as they were read: deps.transcript)
         started = time.perf_counter()
         async with heartbeating(max(header.run_config.model_heartbeat_seconds / 4, 0.25)):
@@ -118,9 +120,7 @@ class ModelActivities:
             return await self._stored_first(asked, raced)
         if events is not None:
             await events.stored(turn, response.usage, usage)
-        return ModelTurnOutput(
-            tool_calls=[call_ref(c) for c in turn.tool_calls or []], arguments_in_store=True, usage=usage, **moved
-        )
+        return _turn_output(turn, usage, **moved)
 
     async def _stored_first(self, inp: ModelTurnInput, raced: bool) -> ModelTurnOutput:
         """Another attempt of this step stored its turn while this one waited on the model (an
@@ -185,7 +185,11 @@ class ModelActivities:
                 non_retryable=True,
             )
         return ModelTurnOutput(
-            usage=usage, replayed=replayed, appended=1 + len(check.extra), output_retry=check.invalid
+            usage=usage,
+            replayed=replayed,
+            appended=1 + len(check.extra),
+            output_retry=check.invalid,
+            output=bounded(check.output) if check.done else None,
         )
 
     async def _generate(
@@ -231,3 +235,19 @@ class ModelActivities:
             if isinstance(changed, Message):
                 response = response.model_copy(update={"message": changed})
         return response
+
+
+def _turn_output(turn: Message, usage: Usage, **fields: object) -> ModelTurnOutput:
+    """A stored turn as the workflow gets it: its calls as references, with what a query
+    shows of their arguments beside them; a final turn's text (bounded) for the run's result."""
+    calls = turn.tool_calls or []
+    text, cut = bounded_text(turn.content) if not calls else (None, False)
+    return ModelTurnOutput(
+        tool_calls=[call_ref(c) for c in calls],
+        tool_call_arguments=call_views(calls),
+        arguments_in_store=True,
+        usage=usage,
+        text=text,
+        text_truncated=cut,
+        **fields,  # type: ignore[arg-type]
+    )

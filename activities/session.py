@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from datetime import UTC, datetime
 
 from temporalio import activity
+from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError
 
 from durable_agents.activities.contracts import (
     ABORT_RUN,
@@ -24,6 +27,7 @@ from durable_agents.activities.contracts import (
     RecordFailureInput,
     RunState,
     call_ref,
+    call_views,
 )
 from durable_agents.activities.definitions import Agent
 from durable_agents.activities.deps import ActivityDeps
@@ -61,6 +65,43 @@ def check_recordable(config: RunConfig) -> None:
         )
 
 
+_REGISTERED: dict[tuple[str, tuple[str, ...]], float] = {}
+"""(namespace, attribute names) → when they were last found missing (``inf``: registered)."""
+RECHECK_SECONDS = 60.0
+"""How long a namespace found without the attributes is believed so before it is asked again."""
+
+
+async def namespace_has(names: list[str]) -> bool:
+    """Whether this worker's namespace has registered every search attribute in ``names``
+    (a run that upserts an unregistered one fails each workflow task: never risked)."""
+    try:
+        client = activity.client()
+    except RuntimeError:
+        return False
+    key = (client.namespace, tuple(names))
+    seen = _REGISTERED.get(key)
+    if seen == float("inf"):
+        return True
+    if seen is not None and time.monotonic() - seen < RECHECK_SECONDS:
+        return False
+    try:
+        listed = await client.operator_service.list_search_attributes(
+            ListSearchAttributesRequest(namespace=client.namespace)
+        )
+        missing = [name for name in names if name not in listed.custom_attributes]
+    except RPCError as e:
+        missing = [f"(cannot list them: {e})"]
+    _REGISTERED[key] = float("inf") if not missing else time.monotonic()
+    if missing:
+        activity.logger.warning(
+            "namespace %s lacks search attributes %s: its runs set none (register them with "
+            "`temporal operator search-attribute create`; `durable-agents server` does)",
+            client.namespace,
+            ", ".join(missing),
+        )
+    return not missing
+
+
 def _fail(message: str, kind: FailureType, *details: object) -> ApplicationError:
     return ApplicationError(message, *details, type=kind, non_retryable=True)
 
@@ -92,6 +133,8 @@ class SessionActivities:
             )
         if inp.input_token is not None:
             await self.deps.in_store(self.deps.store.drop_run_input, inp.session_id, inp.input_token)
+        if inp.search_attributes:
+            begun.search_attributes = await namespace_has(inp.search_attributes)
         return begun
 
     def _check_same_store(self, inp: BeginRunInput) -> None:
@@ -232,6 +275,7 @@ class SessionActivities:
             run_start_index=run_start,
             run_start_usage=header.run_start_usage or Usage(),
             pending_tool_calls=[call_ref(c) for c in pending],
+            pending_arguments=call_views(pending),
             turn_position=turn_position if pending else None,
             recorded_positions=[
                 p

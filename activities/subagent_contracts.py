@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from durable_agents.activities.contracts import ApprovalDecision, PendingApproval
-from durable_agents.checkpoint.format import FinishReason, ToolCall
+from durable_agents.checkpoint.format import FinishReason, FormatModel, ToolCall
 
 START_SUBAGENT = "durable_agents.start_subagent"
 RECORD_SUBAGENT_RESULT = "durable_agents.record_subagent_result"
@@ -22,7 +22,7 @@ SUBAGENT_APPROVAL_SIGNAL = "subagent_approval"
 """The signal a sub-agent's run sends its parent's run when it pauses or goes on."""
 
 
-class SubagentParent(BaseModel):
+class SubagentParent(FormatModel):
     """Who runs a sub-agent's run: carried by the child's ``AgentRunInput``."""
 
     session_id: str
@@ -37,7 +37,7 @@ class SubagentParent(BaseModel):
     """The parent's ``sessionUid``, recorded in the child's new session."""
 
 
-class StartSubagentInput(BaseModel):
+class StartSubagentInput(FormatModel):
     session_id: str
     """The parent's session."""
     agent: str
@@ -63,7 +63,7 @@ class StartSubagentInput(BaseModel):
         return self.batch_start + self.index
 
 
-class StartSubagentOutput(BaseModel):
+class StartSubagentOutput(FormatModel):
     recorded_through: int | None = None
     """Set when the call needs no child run: its result is recorded (a validation error,
     the depth limit, a child that had finished, or a result recorded earlier)."""
@@ -77,7 +77,7 @@ class StartSubagentOutput(BaseModel):
     """The parent's decision is the one the child waits for: the child's run applies it."""
 
 
-class RecordSubagentResultInput(BaseModel):
+class RecordSubagentResultInput(FormatModel):
     session_id: str
     call: ToolCall
     batch_start: int
@@ -91,11 +91,11 @@ class RecordSubagentResultInput(BaseModel):
         return self.batch_start + self.index
 
 
-class RecordSubagentResultOutput(BaseModel):
+class RecordSubagentResultOutput(FormatModel):
     recorded_through: int
 
 
-class RelaySubagentApprovalInput(BaseModel):
+class RelaySubagentApprovalInput(FormatModel):
     """Save the parent's checkpoint as waiting on its sub-agent's approval, or as going on."""
 
     session_id: str
@@ -115,14 +115,14 @@ class RelaySubagentApprovalInput(BaseModel):
     """Going on: where that call's result goes."""
 
 
-class RelaySubagentApprovalOutput(BaseModel):
+class RelaySubagentApprovalOutput(FormatModel):
     relayed: bool
     """False when the child had moved on already (its checkpoint no longer waits on the approval)."""
     message_count: int = 0
     """The parent's messages (its results recorded so far)."""
 
 
-class SubagentApprovalEvent(BaseModel):
+class SubagentApprovalEvent(FormatModel):
     """What a child's run tells its parent's run: it waits on ``pending``, or (None) goes on."""
 
     session_id: str

@@ -13,7 +13,6 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from google.protobuf.field_mask_pb2 import FieldMask
-from pydantic import BaseModel
 from temporalio import activity
 from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.enums.v1 import VersioningBehavior as ProtoBehavior
@@ -27,7 +26,7 @@ from durable_agents.activities.definitions import Agent
 from durable_agents.activities.transcript import pending_tool_calls
 from durable_agents.checkpoint.errors import CheckpointNotFoundError, FailureType
 from durable_agents.checkpoint.fingerprint import AgentDrift, compare_fingerprints
-from durable_agents.checkpoint.format import BuildRecord, CheckpointStatus, Migration
+from durable_agents.checkpoint.format import BuildRecord, CheckpointStatus, FormatModel, Migration
 
 if TYPE_CHECKING:
     from durable_agents.activities.deps import ActivityDeps
@@ -77,13 +76,13 @@ async def apply_agent_versioning(build: WorkerBuild, agent: Agent) -> None:
         activity.logger.warning("could not make the run of %s auto-upgrade (it stays pinned): %s", agent.name, e)
 
 
-class MigrateSessionInput(BaseModel):
+class MigrateSessionInput(FormatModel):
     session_id: str
     to_build: str
     """``<deployment>.<build id>`` the client asked for; this worker must be it."""
 
 
-class MigrateSessionOutput(BaseModel):
+class MigrateSessionOutput(FormatModel):
     agent: str
     from_build: str | None = None
     to_build: str

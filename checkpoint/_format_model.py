@@ -1,4 +1,10 @@
-"""The base of every persisted model (camelCase JSON, snake_case Python)."""
+"""The base of every durable contract: the checkpoint format and everything that crosses
+Temporal (workflow, activity, signal, update and query inputs and outputs).
+
+One casing rule for all of it: camelCase JSON, snake_case Python. Input in snake_case is
+accepted too (``populate_by_name``), so histories recorded before the wire went camelCase
+keep replaying and clients written against them keep working.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +15,7 @@ from pydantic.alias_generators import to_camel
 
 
 class FormatModel(BaseModel):
-    """Base of every persisted model: camelCase on the wire, snake_case in Python."""
+    """Base of every durable contract: camelCase on the wire and in the store, snake_case in Python."""
 
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
 

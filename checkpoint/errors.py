@@ -59,6 +59,12 @@ class FailureType(StrEnum):
     """A tool raised ``PropagatingToolError``: the run fails, resumable (the call runs again)."""
     HOOK_FAILED = "HookError"
     """An agent hook raised: the run fails, resumable."""
+    INVALID_RUN_INPUT = "InvalidRunInputError"
+    """The workflow's input does not validate (or its id is not the input's session id): the
+    run fails at once, before it touches the store; the message names the field."""
+    INVALID_DECISION = "InvalidDecisionError"
+    """A ``decide`` update the run refuses for its payload (none, several, the wrong shape, or
+    edited arguments that fail the tool's schema); details: (approval id or None, the error)."""
     """The model's final answer failed the agent's ``output_type`` after every retry: final."""
 
     @property

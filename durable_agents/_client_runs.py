@@ -35,7 +35,13 @@ from durable_agents.errors import (
 )
 from durable_agents.result import RunResult
 from durable_agents.versioning import pinned_override
-from durable_agents.workflows.contracts import AGENT_RUN_WORKFLOW, AgentRunInput, Outcome, RunSummary
+from durable_agents.workflows.contracts import (
+    AGENT_RUN_WORKFLOW,
+    MAX_INLINE_INPUT_BYTES,
+    AgentRunInput,
+    Outcome,
+    RunSummary,
+)
 from durable_agents.workflows.search import AGENT_STORE
 
 TEMPORAL_ID_LIMIT = 1000  # bytes: Temporal's limit on a workflow id; a session's runs use the session id
@@ -54,7 +60,6 @@ def _check_session_id(session_id: str, *, new: bool) -> None:
         raise ConfigurationError(f"session id of {size} bytes (UTF-8) is too long: {why}")
 
 
-MAX_INLINE_INPUT_BYTES = 256 * 1024
 """Input for a store that keeps no run input travels in the workflow's input: small only."""
 
 

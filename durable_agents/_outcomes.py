@@ -20,6 +20,8 @@ from durable_agents.errors import (
     ConfigurationError,
     DurableAgentsError,
     HookFailedError,
+    InvalidDecisionError,
+    InvalidRunInputError,
     ModelProviderError,
     OutputValidationError,
     PropagatingToolError,
@@ -148,6 +150,8 @@ FAILURE_ERRORS: dict[FailureType, FailureMapper] = {
     FailureType.OUTPUT_INVALID: _run_failed(OutputValidationError),
     FailureType.PROPAGATING_TOOL: _run_failed(PropagatingToolError),
     FailureType.HOOK_FAILED: _run_failed(HookFailedError),
+    FailureType.INVALID_RUN_INPUT: lambda _, f: InvalidRunInputError(f.message),
+    FailureType.INVALID_DECISION: lambda sid, f: InvalidDecisionError(sid, _text(f, 0), _text(f, 1) or f.message),
 }
 """The client-side error for every failure type (a test checks that none is missing)."""
 

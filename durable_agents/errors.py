@@ -12,6 +12,8 @@ Hierarchy::
     ├── SessionAwaitingApprovalError        SESSION_AWAITING_APPROVAL
     ├── SessionBusyError                    SESSION_BUSY
     ├── ApprovalNotPendingError             APPROVAL_NOT_PENDING
+    ├── InvalidDecisionError                INVALID_DECISION
+    ├── InvalidRunInputError                INVALID_RUN_INPUT
     ├── AgentDriftError                     AGENT_DRIFT
     ├── ResumeToolMissingError              RESUME_TOOL_MISSING
     ├── ToolDurabilityError                 TOOL_DURABILITY_ERROR
@@ -83,6 +85,32 @@ class ApprovalNotPendingError(DurableAgentsError):
 
     def failure_details(self) -> tuple[object, ...]:
         return (self.approval_id, self.pending_approval_id)
+
+
+class InvalidDecisionError(DurableAgentsError):
+    """A decision the run refuses for what it says: edited arguments that fail the tool's
+    input schema, or a payload that is not one decision. Nothing was decided; the approval
+    is still pending."""
+
+    code = "INVALID_DECISION"
+    failure_type = FailureType.INVALID_DECISION
+
+    def __init__(self, session_id: str, approval_id: str | None, problem: str) -> None:
+        super().__init__(f"session {session_id!r}: {problem}")
+        self.session_id = session_id
+        self.approval_id = approval_id
+        self.problem = problem
+
+    def failure_details(self) -> tuple[object, ...]:
+        return (self.approval_id, self.problem)
+
+
+class InvalidRunInputError(DurableAgentsError):
+    """An ``AgentRun`` started with input that does not validate, a workflow id other than its
+    session id, or inline input over its limit: the run failed at once, touching nothing."""
+
+    code = "INVALID_RUN_INPUT"
+    failure_type = FailureType.INVALID_RUN_INPUT
 
 
 class AgentDriftError(DurableAgentsError):
@@ -160,6 +188,8 @@ __all__ = [
     "DurableAgentsError",
     "FailureType",
     "HookFailedError",
+    "InvalidDecisionError",
+    "InvalidRunInputError",
     "ModelProviderError",
     "OutputValidationError",
     "PropagatingToolError",

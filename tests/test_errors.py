@@ -41,6 +41,8 @@ WIRE = {
     "OUTPUT_INVALID": "OutputValidationError",
     "PROPAGATING_TOOL": "PropagatingToolError",
     "HOOK_FAILED": "HookError",
+    "INVALID_RUN_INPUT": "InvalidRunInputError",
+    "INVALID_DECISION": "InvalidDecisionError",
 }
 CODES = {
     "DurableAgentsError": "DURABLE_AGENTS_ERROR",
@@ -59,6 +61,8 @@ CODES = {
     "OutputValidationError": "OUTPUT_INVALID",
     "PropagatingToolError": "PROPAGATING_TOOL_ERROR",
     "HookFailedError": "HOOK_FAILED",
+    "InvalidRunInputError": "INVALID_RUN_INPUT",
+    "InvalidDecisionError": "INVALID_DECISION",
 }
 RETRYABLE_CLASSES = {"StoreUnavailableError"}
 
@@ -92,6 +96,8 @@ SAMPLES: dict[str, errors.DurableAgentsError] = {
     "OutputValidationError": errors.OutputValidationError("bad answer", session_id="s1"),
     "PropagatingToolError": errors.PropagatingToolError("provider down", session_id="s1"),
     "HookFailedError": errors.HookFailedError("hook raised", session_id="s1"),
+    "InvalidRunInputError": errors.InvalidRunInputError("sessionId: Field required"),
+    "InvalidDecisionError": errors.InvalidDecisionError("s1", "ap-1", "amount_cents: 'lots' is not of type 'integer'"),
 }
 
 

@@ -4,12 +4,16 @@ Deterministic code only: every read and write of the transcript happens in
 activities, which take the session id and positions, never the transcript.
 Handlers: ``approve`` (signal) and ``decide`` (update, validated) carry human
 decisions; ``wait_outcome`` (update) returns the run's next pause or its end;
-``run_state`` and ``pending_approval`` are queries.
+``run_state`` and ``pending_approval`` are queries. Any Temporal client may call
+them (the wire contract: ``durable_agents/contract/``), so no input they take can
+fail a workflow task: a bad start fails the run at once, a bad signal is dropped
+and said, a bad update is refused.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -25,10 +29,17 @@ with workflow.unsafe.imports_passed_through():
     from durable_agents.activities.events import EventActivities
     from durable_agents.activities.model import ModelActivities
     from durable_agents.activities.session import SessionActivities
-    from durable_agents.checkpoint.format import CheckpointStatus, FinishReason, Message, RunConfig, RunError
+    from durable_agents.checkpoint.format import (
+        CheckpointStatus,
+        FinishReason,
+        Message,
+        RunConfig,
+        RunError,
+        ToolSpec,
+    )
     from durable_agents.checkpoint.pricing import limit_reached
     from durable_agents.workflows import options, search
-    from durable_agents.workflows.approvals import ApprovalGate
+    from durable_agents.workflows.approvals import ApprovalGate, one_decision
     from durable_agents.workflows.contracts import (
         AGENT_RUN_WORKFLOW,
         AgentRunInput,
@@ -36,6 +47,7 @@ with workflow.unsafe.imports_passed_through():
         Outcome,
         ResumePoint,
         RunSummary,
+        run_input,
     )
     from durable_agents.workflows.endings import concise_failure, outcome_event, status_after
     from durable_agents.workflows.subagents import SubagentRelays, SubagentSteps
@@ -58,22 +70,48 @@ class AgentRunWorkflow(SubagentSteps):
         """Set when waiting handlers must answer without a summary (continued or failed)."""
         self._gate = ApprovalGate()
         self._subagents = SubagentRelays()
+        self._details = ""
 
-    # -- handlers ---------------------------------------------------------------
-    @workflow.query(name="run_state")
+    # -- handlers (any Temporal client may call them: see the wire contract) -------------
+    @workflow.query(
+        name="run_state",
+        description="Where the run stands (step, usage, message count) and its pending tool calls "
+        "with their arguments (each at most 4 KiB of JSON, else a $truncated marker); null before it began.",
+    )
     def run_state(self) -> c.RunState | None:
-        return self._state
+        return self._state.view() if self._state is not None else None
 
-    @workflow.query(name="pending_approval")
+    @workflow.query(
+        name="pending_approval",
+        description="The tool call waiting for a person's decision (approvalId, toolName, arguments, "
+        "requestedAt, timeoutAt), or null.",
+    )
     def pending_approval(self) -> c.PendingApproval | None:
         return self._gate.pending
 
-    @workflow.signal(name="approve")
-    def approve(self, decision: c.ApprovalDecision) -> None:
+    @workflow.signal(
+        name="approve",
+        description='Decide the pending approval: one payload {"approvalId": "…", "approved": true, '
+        '"note"?: "…", "arguments"?: {edited}, "decidedBy"?: "…"}. A payload that is not one decision for '
+        "the pending approval is ignored: logged by the worker and shown in the run's Current Details.",
+    )
+    def approve(self, *payloads: Any) -> None:
+        try:
+            decision = self._gate.check(payloads, self._pending_spec(check=workflow.patched(SIGNAL_CHECK_PATCH)))
+        except ApplicationError as e:
+            self._gate.drop(e.message)
+            self._set_details(None)
+            return
         self._gate.offer(decision)
 
-    @workflow.update(name="decide")
-    async def decide(self, decision: c.ApprovalDecision) -> Outcome:
+    @workflow.update(
+        name="decide",
+        description="Decide the pending approval (the payload of approve) and wait for what the run does "
+        "next: returns {summary: its next pause or its end, handoff: null | continued | failed}. Refused "
+        "(nothing decided) for an approval that is not pending or edited arguments that fail the tool's schema.",
+    )
+    async def decide(self, *payloads: Any) -> Outcome:
+        decision = one_decision(payloads)  # the validator took it
         self._gate.offer(decision)
         await workflow.wait_condition(
             lambda: (
@@ -84,10 +122,14 @@ class AgentRunWorkflow(SubagentSteps):
         return self._answer()
 
     @decide.validator
-    def _validate_decision(self, decision: c.ApprovalDecision) -> None:
-        self._gate.validate(decision)
+    def _validate_decision(self, *payloads: Any) -> None:
+        self._gate.check(payloads, self._pending_spec())
 
-    @workflow.update(name="wait_outcome")
+    @workflow.update(
+        name="wait_outcome",
+        description="Wait for the run's next pause or its end: {summary, handoff}; handoff 'continued' "
+        "(ask the run that continued it, same workflow id) or 'failed' (the workflow's failure says why).",
+    )
     async def wait_outcome(self) -> Outcome:
         await workflow.wait_condition(lambda: self._handoff is not None or self._outcome is not None)
         return self._answer()
@@ -99,8 +141,15 @@ class AgentRunWorkflow(SubagentSteps):
 
     # -- the run ----------------------------------------------------------------
     @workflow.run
-    async def run(self, inp: AgentRunInput) -> RunSummary:
-        self._inp = inp
+    async def run(self, raw: Any) -> RunSummary:
+        """``raw`` is an ``AgentRunInput`` as JSON: checked here, so a bad one fails the run at
+        once with one readable error (decoded by the SDK, it would fail every workflow task)."""
+        try:
+            self._inp = inp = run_input(raw, workflow.info().workflow_id)
+        except ApplicationError:
+            self._handoff = "failed"
+            await workflow.wait_condition(workflow.all_handlers_finished)
+            raise
         try:
             return await self._run()
         except (ActivityError, ApplicationError) as e:
@@ -174,11 +223,16 @@ class AgentRunWorkflow(SubagentSteps):
                 self.state.output_retries += 1
                 continue
             if not turn.tool_calls:
-                return self._summary(FinishReason.STOP)  # the model activity saved it as finished
+                summary = self._summary(FinishReason.STOP)  # the model activity saved it as finished
+                summary.text, summary.text_truncated, summary.output = turn.text, turn.text_truncated, turn.output
+                return summary
             self.state.pending_tool_calls = turn.tool_calls
+            self.state.pending_arguments = turn.tool_call_arguments
 
     async def _begin(self) -> ResumePoint:
         inp = self.inp
+        # a run started without saying (any client but ours): its attributes where the namespace has them
+        ask = inp.search_attributes is None and workflow.patched(SEARCH_ATTRIBUTES_PATCH)
         begun = await self._store(
             SessionActivities.begin_run,
             c.BeginRunInput(
@@ -196,9 +250,12 @@ class AgentRunWorkflow(SubagentSteps):
                 parent_session_id=inp.parent.session_id if inp.parent else None,
                 parent_tool_call_id=inp.parent.tool_call_id if inp.parent else None,
                 parent_session_uid=inp.parent.session_uid if inp.parent else None,
+                search_attributes=list(search.RUN_ATTRIBUTES) if ask else [],
             ),
             summary=f"begin run of {inp.agent}",
         )
+        if inp.search_attributes is None:  # decided once: continue-as-new and sub-agents carry it
+            self._inp = inp.model_copy(update={"search_attributes": bool(begun.search_attributes)})
         if begun.drift is not None:
             workflow.logger.warning("agent %s drifted: %s", inp.agent, begun.drift.describe())
         self._config, self._state = begun.config, begun.state
@@ -257,6 +314,7 @@ class AgentRunWorkflow(SubagentSteps):
         )
         self.state.tool_calls += len(self.state.pending_tool_calls)
         self.state.pending_tool_calls = []
+        self.state.pending_arguments = []
         self.state.message_count = aborted.message_count
         return self._summary(FinishReason.ABORTED)
 
@@ -352,7 +410,7 @@ class AgentRunWorkflow(SubagentSteps):
         self, status: CheckpointStatus, approval_id: str | None, finish_reason: FinishReason | None = None
     ) -> None:
         search.publish(
-            self.inp.search_attributes,
+            bool(self.inp.search_attributes),
             agent=self.config.agent,
             status=str(status),
             step=self.state.step_index,
@@ -360,8 +418,23 @@ class AgentRunWorkflow(SubagentSteps):
             finish_reason=str(finish_reason) if finish_reason else None,
         )
 
-    def _set_details(self, status: str) -> None:
-        workflow.set_current_details(f"step {self.state.step_index} · {status}")
+    def _set_details(self, status: str | None, arguments: dict[str, Any] | None = None) -> None:
+        """The run's Current Details in the Temporal UI: its step and status (None: keep the
+        last one), a pending call's arguments, and the signals it ignored lately."""
+        if status is not None:
+            self._details = f"step {self.state.step_index} · {status}"
+            if arguments is not None:
+                self._details += f"\narguments: {json.dumps(arguments, ensure_ascii=False, sort_keys=True)}"
+        dropped = "".join(f"\nignored a signal: {why}" for why in self._gate.dropped)
+        workflow.set_current_details(self._details + dropped)
+
+    def _pending_spec(self, check: bool = True) -> ToolSpec | None:
+        """The pending call's tool, whose schema edited arguments must fit (None: not known
+        here, as for a sub-agent's call, or not checked)."""
+        pending = self._gate.pending
+        if not check or pending is None or pending.subagent_session_id is not None or self._config is None:
+            return None
+        return next((t for t in self._config.tools if t.name == pending.tool_name), None)
 
     # -- streaming: the outcome in the run's event log ------------------------------------
     async def _record_outcome(self, summary: RunSummary) -> None:
@@ -385,6 +458,12 @@ class AgentRunWorkflow(SubagentSteps):
         return outcome_event(summary)
 
 
+SEARCH_ATTRIBUTES_PATCH = "search-attributes-by-default"
+"""A run whose input does not say whether to set search attributes asks begin_run whether the
+namespace has them (before: it set none)."""
+SIGNAL_CHECK_PATCH = "approve-signal-checks-arguments"
+"""An ``approve`` signal whose edited arguments fail the tool's schema is dropped (before: the
+call ran with them and got an invalid-arguments result)."""
 RECORD_FAILURE_PATCH = "record-last-error"
 STREAM_OUTCOME_PATCH = "stream-outcome-event"
 """A streamed run ends with one more store activity: its outcome in its event log."""

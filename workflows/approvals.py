@@ -3,14 +3,64 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from pydantic import ValidationError
+
     from durable_agents.activities.contracts import ApprovalDecision, PendingApproval
     from durable_agents.checkpoint.errors import FailureType
-    from durable_agents.checkpoint.format import ToolCall
+    from durable_agents.checkpoint.format import ToolCall, ToolSpec
+
+DECISION_SHAPE = '{"approvalId": "<the pending approval id>", "approved": true}'
+"""What an ``approve`` signal or a ``decide`` update carries (plus optional ``note``,
+``arguments``, ``decidedBy``), as the refusals quote it."""
+DROPS_SHOWN = 3
+"""Ignored signals the run's Current Details keep showing (the newest)."""
+
+
+def refused(problem: str, approval_id: str | None = None) -> ApplicationError:
+    """A decision refused for what it says (the update's error; the signal's logged drop)."""
+    return ApplicationError(problem, approval_id, problem, type=FailureType.INVALID_DECISION, non_retryable=True)
+
+
+def one_decision(payloads: tuple[Any, ...]) -> ApprovalDecision:
+    """The one decision a handler's payloads must be, or a ``refused`` error saying what they are."""
+    if len(payloads) != 1:
+        got = "no payload" if not payloads else f"{len(payloads)} payloads"
+        raise refused(f"a decision is one JSON payload like {DECISION_SHAPE}; got {got}")
+    try:
+        return ApprovalDecision.model_validate(payloads[0])
+    except ValidationError as e:
+        raise refused(f"not a decision ({validation_problems(e)}); expected {DECISION_SHAPE}") from None
+
+
+def validation_problems(error: ValidationError, most: int = 3) -> str:
+    """Pydantic's errors in one line: ``field: problem``, the first few."""
+    found = error.errors(include_url=False)
+    said = [f"{'.'.join(str(p) for p in e['loc']) or 'the payload'}: {e['msg']}" for e in found[:most]]
+    more = f"; and {len(found) - most} more" if len(found) > most else ""
+    return "; ".join(said) + more
+
+
+def check_edited_arguments(decision: ApprovalDecision, spec: ToolSpec | None) -> None:
+    """Edited arguments must satisfy the tool's recorded input schema (what the model was
+    given): an invalid edit is refused when it is made, not run as a failing call."""
+    if decision.arguments is None or spec is None or not spec.input_schema:
+        return
+    import jsonschema  # pure validation, loaded only when a person edits arguments
+
+    validator = jsonschema.validators.validator_for(spec.input_schema)(spec.input_schema)
+    error = jsonschema.exceptions.best_match(validator.iter_errors(decision.arguments))
+    if error is not None:
+        where = ".".join(str(p) for p in error.absolute_path) or "the arguments"
+        raise refused(
+            f"edited arguments for {spec.name} do not match its input schema: {where}: {error.message}",
+            decision.approval_id,
+        )
 
 
 class ApprovalGate:
@@ -25,6 +75,8 @@ class ApprovalGate:
         self.pending: PendingApproval | None = None
         self._decisions: dict[str, ApprovalDecision] = {}
         self._preset: tuple[str, ApprovalDecision] | None = None
+        self.dropped: list[str] = []
+        """Why the newest ignored signals were ignored (``DROPS_SHOWN`` of them)."""
 
     def validate(self, decision: ApprovalDecision) -> None:
         """Refuse a decision for an approval that is not open (unknown or already decided).
@@ -48,13 +100,26 @@ class ApprovalGate:
             non_retryable=True,
         )
 
+    def check(self, payloads: tuple[Any, ...], spec: ToolSpec | None) -> ApprovalDecision:
+        """The decision the payloads carry, if this run takes it: one decision, for the
+        pending approval, with edited arguments (if any) that fit ``spec``'s schema."""
+        decision = one_decision(payloads)
+        self.validate(decision)
+        check_edited_arguments(decision, spec)
+        return decision
+
     def offer(self, decision: ApprovalDecision) -> None:
         try:
             self.validate(decision)
         except ApplicationError as e:
-            workflow.logger.warning("ignoring decision: %s", e)
+            self.drop(str(e))
             return
         self._decisions[decision.approval_id] = decision
+
+    def drop(self, why: str) -> None:
+        """A signal this run ignores: said in the worker's log and kept for Current Details."""
+        workflow.logger.warning("ignoring an approve signal: %s", why)
+        self.dropped = [*self.dropped, why][-DROPS_SHOWN:]
 
     def preset(self, call_id: str, decision: ApprovalDecision) -> None:
         """A decision given while no run was open, for the call that was paused."""

@@ -2,23 +2,40 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field, ValidationError
+from temporalio.exceptions import ApplicationError
 
 from durable_agents.activities.contracts import ApprovalDecision, RunState
 from durable_agents.activities.subagent_contracts import SubagentParent
+from durable_agents.checkpoint.errors import FailureType
 from durable_agents.checkpoint.fingerprint import AgentDrift
-from durable_agents.checkpoint.format import FinishReason, Message, ModelSettings, RunConfig, Usage, UsageLimits
+from durable_agents.checkpoint.format import (
+    FinishReason,
+    FormatModel,
+    Message,
+    ModelSettings,
+    RunConfig,
+    Usage,
+    UsageLimits,
+)
 
 AGENT_RUN_WORKFLOW = "AgentRun"
 FORK_WORKFLOW = "ForkSession"
+MAX_INLINE_INPUT_BYTES = 256 * 1024
+"""The most JSON a run's inline ``input`` may hold: it then sits in Temporal history (under the
+codec, if any) and in every continue-as-new's input. Larger input goes through the store:
+``AgentClient.send`` writes it there and passes ``inputToken``."""
+RUN_INPUT_SHAPE = (
+    '{"sessionId": "<the workflow id>", "agent": "<agent name>", "input": [{"role": "user", "content": "…"}]}'
+)
 
 Handoff = Literal["continued", "failed"]
 """Why a waiting handler answers without a summary: the run continued-as-new, or failed."""
 
 
-class ResumePoint(BaseModel):
+class ResumePoint(FormatModel):
     """What a run carries across continue-as-new instead of its transcript."""
 
     config: RunConfig
@@ -27,7 +44,7 @@ class ResumePoint(BaseModel):
     drift: AgentDrift | None = None
 
 
-class AgentRunInput(BaseModel):
+class AgentRunInput(FormatModel):
     session_id: str
     agent: str
     input: list[Message] = Field(default_factory=list)
@@ -43,8 +60,10 @@ class AgentRunInput(BaseModel):
     resume: ResumePoint | None = None
     approval: ApprovalDecision | None = None
     """A decision for the session's pending approval, given after its run closed."""
-    search_attributes: bool = False
-    """Set AgentName/AgentStatus/AgentStep/PendingApprovalId (they must be registered)."""
+    search_attributes: bool | None = None
+    """Set AgentName/AgentStatus/AgentStep/PendingApprovalId/AgentFinishReason as the run goes
+    (true: they are registered; false: never). None (the default, e.g. a run started from the
+    ``temporal`` CLI): set them when the namespace has them registered, else warn and set none."""
     parent: SubagentParent | None = None
     """Set for a sub-agent's run (a child workflow): the run and call that started it."""
     stream: bool | None = None
@@ -52,7 +71,7 @@ class AgentRunInput(BaseModel):
     ``AgentClient.stream`` / ``watch``; None or False: the run does not stream."""
 
 
-class RunSummary(BaseModel):
+class RunSummary(FormatModel):
     """The workflow's result. Messages stay in the store (they can be large)."""
 
     session_id: str
@@ -66,9 +85,17 @@ class RunSummary(BaseModel):
     drift: AgentDrift | None = None
     detail: str | None = None
     """Why the run ended when its finish reason alone does not say (e.g. which usage limit)."""
+    text: str | None = None
+    """The final answer's text (at most ``VIEW_BYTES`` of it; ``text_truncated`` says when cut),
+    for clients that read the run's result without the store. None when the run did not end
+    on an answer (a pause, an abort, max steps)."""
+    text_truncated: bool = False
+    output: Any = None
+    """The structured output (an agent with ``output_type``) as JSON, or the ``$truncated``
+    marker when its JSON is over ``VIEW_BYTES``."""
 
 
-class Outcome(BaseModel):
+class Outcome(FormatModel):
     """What `wait_outcome` / `decide` return: the run's next pause or its end.
 
     ``summary`` is None when the run continued-as-new (ask the new run) or
@@ -77,3 +104,35 @@ class Outcome(BaseModel):
 
     summary: RunSummary | None = None
     handoff: Handoff | None = None
+
+
+def run_input(raw: Any, workflow_id: str) -> AgentRunInput:
+    """An ``AgentRun`` workflow's input, checked: the run fails at once (``InvalidRunInputError``,
+    the message naming the field) on input that does not validate, a session id that is not the
+    workflow id (the id rule: one live run per session), or inline input over its limit."""
+    try:
+        inp = AgentRunInput.model_validate(raw)
+    except ValidationError as e:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or 'the input'}: {err['msg']}"
+            for err in e.errors(include_url=False)[:3]
+        )
+        raise _invalid(f"AgentRun input is invalid ({problems}); expected {RUN_INPUT_SHAPE}") from None
+    if inp.session_id != workflow_id:
+        raise _invalid(
+            f"AgentRun's workflow id must be its session id: workflow id {workflow_id!r} carries "
+            f"sessionId {inp.session_id!r}; start it with workflow id {inp.session_id!r}"
+        )
+    if inp.input and inp.resume is None:
+        size = sum(len(m.model_dump_json(by_alias=True, exclude_none=True).encode()) for m in inp.input)
+        if size > MAX_INLINE_INPUT_BYTES:
+            raise _invalid(
+                f"AgentRun's inline input is {size:,} bytes of JSON, over the limit of {MAX_INLINE_INPUT_BYTES:,}: "
+                "send it with durable_agents' AgentClient (it writes the input to the store and passes "
+                "inputToken), or send less"
+            )
+    return inp
+
+
+def _invalid(message: str) -> ApplicationError:
+    return ApplicationError(message, type=FailureType.INVALID_RUN_INPUT, non_retryable=True)

@@ -83,8 +83,20 @@ class SubagentSteps(ToolSteps):
     def inp(self) -> AgentRunInput:
         raise NotImplementedError
 
-    @workflow.signal(name=SUBAGENT_APPROVAL_SIGNAL)
-    def subagent_approval(self, event: SubagentApprovalEvent) -> None:
+    @workflow.signal(
+        name=SUBAGENT_APPROVAL_SIGNAL,
+        description="Internal, not for people or other clients: a sub-agent's run tells its parent's run "
+        "that it waits for an approval or went on. Decide sub-agent approvals with approve or decide.",
+    )
+    def subagent_approval(self, *payloads: Any) -> None:
+        try:
+            (payload,) = payloads
+            event = SubagentApprovalEvent.model_validate(payload)
+        except ValueError as e:  # pydantic's ValidationError too: never a failed workflow task
+            workflow.logger.warning(
+                "ignoring a %s signal of %d payloads: %s", SUBAGENT_APPROVAL_SIGNAL, len(payloads), e
+            )
+            return
         self._subagents.events[event.session_id] = event
 
     def _calls_subagents(self) -> bool:
@@ -267,7 +279,10 @@ class SubagentSteps(ToolSteps):
         self._outcome = self._summary(FinishReason.AWAITING_APPROVAL, approval_id)
         self._outcome.message_count = relayed.message_count
         self._publish(CheckpointStatus.AWAITING_APPROVAL, approval_id)
-        self._set_details(f"awaiting approval {approval_id} for {pending.tool_name} in {shown.subagent_session_id}")
+        self._set_details(
+            f"awaiting approval {approval_id} for {pending.tool_name} in {shown.subagent_session_id}",
+            pending.arguments,
+        )
         await self._tell_parent(shown)
         await workflow.wait_condition(lambda: self._gate.decision(approval_id) is not None or moved_on())
         decision = self._gate.decision(approval_id)

@@ -54,7 +54,7 @@ class ToolSteps:
     ) -> None:
         raise NotImplementedError
 
-    def _set_details(self, status: str) -> None:
+    def _set_details(self, status: str | None, arguments: dict[str, Any] | None = None) -> None:
         raise NotImplementedError
 
     def _outcome_event(self, reason: FinishReason, approval_id: str, message_count: int) -> dict[str, Any] | None:
@@ -114,6 +114,7 @@ class ToolSteps:
         self.state.message_count = recorded
         self.state.tool_calls += len(calls)
         self.state.pending_tool_calls = []
+        self.state.pending_arguments = []
         self.state.recorded_positions = []
 
     async def _needs_approval(self, calls: list[ToolCall]) -> list[bool]:
@@ -143,7 +144,7 @@ class ToolSteps:
         call, remaining = batch.calls[index], batch.calls[index + 1 :]
         decision = self._gate.take_preset(call.id)
         if decision is None:
-            decision = await self._wait_for_decision(call, remaining, recorded)
+            decision = await self._wait_for_decision(call, remaining, recorded, index)
         done = await self._store(
             ApprovalActivities.record_decision,
             c.RecordDecisionInput(
@@ -162,7 +163,9 @@ class ToolSteps:
             return await self._execute_tool(edited, batch, index, arguments_in_store=False)
         return await self._execute_tool(call, batch, index)
 
-    async def _wait_for_decision(self, call: ToolCall, remaining: list[ToolCall], recorded: int) -> c.ApprovalDecision:
+    async def _wait_for_decision(
+        self, call: ToolCall, remaining: list[ToolCall], recorded: int, index: int
+    ) -> c.ApprovalDecision:
         approval_id = str(workflow.uuid4())
         await self._store(
             ApprovalActivities.pause_for_approval,
@@ -175,14 +178,15 @@ class ToolSteps:
             ),
         )
         spec = self._spec(call)
+        shown = self.state.shown_calls(index)  # the call and those after it, with their arguments
         pending = self._gate.open(
-            approval_id, self.session_id, self.config.agent, call, remaining,
+            approval_id, self.session_id, self.config.agent, shown[0], shown[1:],
             spec.approval_timeout_seconds if spec else None,
         )  # fmt: skip
         self._outcome = self._summary(FinishReason.AWAITING_APPROVAL, approval_id)
         self._outcome.message_count = recorded
         self._publish(CheckpointStatus.AWAITING_APPROVAL, approval_id)
-        self._set_details(f"awaiting approval {approval_id} for {call.name}")
+        self._set_details(f"awaiting approval {approval_id} for {call.name}", pending.arguments)
         metrics.approval(self.config.agent, "requested")
         await self._tell_parent(pending)  # a sub-agent's run: the parent's pauses too
         decision = await self._gate.wait(pending)
