@@ -1,6 +1,7 @@
 """The data converter every durable-agents client and worker uses: Temporal's pydantic
 converter, a clear error for an encrypted payload no codec decrypted, and failure messages
-encoded whenever payloads are (a payload codec, e.g. encryption).
+encoded whenever payloads are (a payload codec, e.g. encryption), except the one that says
+a payload's key is missing here (it names key ids only, and must be readable where it matters).
 
 Apart from ``durable_agents.plugin`` so that a client that builds no worker (the CLI's
 commands) connects without importing Temporal's worker.
@@ -10,11 +11,13 @@ from __future__ import annotations
 
 import dataclasses
 
+from temporalio.api.failure.v1 import Failure
 from temporalio.contrib.pydantic import PydanticPayloadConverter, pydantic_data_converter
-from temporalio.converter import DataConverter, DefaultFailureConverter, PayloadCodec
+from temporalio.converter import DataConverter, DefaultFailureConverter, PayloadCodec, PayloadConverter
+from temporalio.exceptions import ApplicationError
 
 from durable_agents.checkpoint.errors import ConfigurationError
-from durable_agents.encryption import EncryptedPayloadRefused
+from durable_agents.encryption import EncryptedHistoryUnreadable, EncryptedPayloadRefused, PayloadKeyError
 
 
 class DurableAgentsPayloadConverter(PydanticPayloadConverter):
@@ -26,15 +29,50 @@ class DurableAgentsPayloadConverter(PydanticPayloadConverter):
         self._set_converters(*self.converters.values(), EncryptedPayloadRefused())
 
 
-OUR_DATA_CONVERTER = dataclasses.replace(pydantic_data_converter, payload_converter_class=DurableAgentsPayloadConverter)
+def _payload_key_error(exception: BaseException) -> PayloadKeyError | EncryptedHistoryUnreadable | None:
+    """The undecryptable-payload error ``exception`` is, or wraps as its cause (temporalio wraps
+    a workflow's payload errors: ``RuntimeError("Failed decoding arguments")``)."""
+    cause: BaseException | None = exception
+    for _ in range(8):
+        if cause is None:
+            return None
+        if isinstance(cause, (PayloadKeyError, EncryptedHistoryUnreadable)):
+            return cause
+        cause = cause.__cause__
+    return None
 
 
-class EncodedFailureConverter(DefaultFailureConverter):
+class DurableAgentsFailureConverter(DefaultFailureConverter):
+    """Temporal's failure converter, but a payload this process cannot decrypt (a key
+    missing, another key under its id) is said plainly at the top of the failure, typed
+    ``EncryptionKeyError`` and never encoded: the workflow task
+    failure in history and the UI, the worker's log line and the error a querying client
+    gets all name the key id (instead of ``Failed decoding arguments`` or ``Encoded failure``,
+    sealed by a worker whose key is the wrong one)."""
+
+    def to_failure(self, exception: BaseException, payload_converter: PayloadConverter, failure: Failure) -> None:
+        key_error = _payload_key_error(exception)
+        if key_error is None:
+            super().to_failure(exception, payload_converter, failure)
+            return
+        said = ApplicationError(str(key_error), type="EncryptionKeyError").with_traceback(key_error.__traceback__)
+        DefaultFailureConverter().to_failure(said, payload_converter, failure)
+
+
+OUR_DATA_CONVERTER = dataclasses.replace(
+    pydantic_data_converter,
+    payload_converter_class=DurableAgentsPayloadConverter,
+    failure_converter_class=DurableAgentsFailureConverter,
+)
+
+
+class EncodedFailureConverter(DurableAgentsFailureConverter):
     """Failures with their message and stack trace inside an encoded payload.
 
     Used whenever a payload codec is set: a failure's message often quotes
     model output, tool arguments or a provider's reply, which the codec must
-    protect like any other payload.
+    protect like any other payload. (A payload's missing key is said plainly:
+    ``DurableAgentsFailureConverter``.)
     """
 
     def __init__(self) -> None:
@@ -55,11 +93,11 @@ def with_our_converter(existing: DataConverter | None, codec: PayloadCodec | Non
             )
         base = dataclasses.replace(base, payload_codec=codec)
     failures = base.failure_converter_class
-    if base.payload_codec is not None and failures is DefaultFailureConverter:
-        failures = EncodedFailureConverter
+    if failures in (DefaultFailureConverter, DurableAgentsFailureConverter):
+        failures = DurableAgentsFailureConverter if base.payload_codec is None else EncodedFailureConverter
     if issubclass(base.payload_converter_class, PydanticPayloadConverter) and failures is base.failure_converter_class:
         return base
-    if base.payload_codec is None and failures is DefaultFailureConverter and base is DataConverter.default:
+    if base.payload_codec is None and base is DataConverter.default:
         return OUR_DATA_CONVERTER
     return dataclasses.replace(
         base, payload_converter_class=DurableAgentsPayloadConverter, failure_converter_class=failures

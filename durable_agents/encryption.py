@@ -18,12 +18,22 @@ data (a 12-byte random nonce, then the ciphertext and tag; the key id is bound
 as associated data). With a codec set, failure messages and stack traces are
 encoded too (``EncodedFailureConverter``). ``durable-agents codec-server``
 serves this codec to the Temporal UI and CLI.
+
+A process that cannot decrypt a payload (no keys, the payload's key id missing, other
+key material under that id) raises ``PayloadKeyError`` naming the key id; failures
+carry that message unencoded (it names key ids and where keys come from, never a
+payload's content), so a worker holding a wrong key still says plainly why. A workflow
+worker without keys that *replays* a run's history raises ``EncryptedHistoryUnreadable``
+instead: its workflow task fails, saying so, and is retried until a worker with the key
+takes it; the run itself is left as it is (see ``EncryptedPayloadRefused``).
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping, Sequence
+from types import FrameType
 from typing import Any
 
 from temporalio.api.common.v1 import Payload
@@ -44,16 +54,47 @@ __all__ = [
     "KEYS_ENV",
     "KEY_FILE_ENV",
     "KEY_ID_METADATA",
+    "EncryptedHistoryUnreadable",
     "EncryptedPayloadRefused",
     "EncryptionCodec",
     "EncryptionKeyError",
     "EncryptionKeys",
+    "PayloadKeyError",
     "encryption_from_env",
     "new_key",
 ]
 
 ENCODING = b"binary/encrypted"
 KEY_ID_METADATA = "encryption-key-id"
+KEYS_HINT = f"the keys every worker and client shares ({KEYS_ENV}, {KEY_FILE_ENV} or --encryption-key-file)"
+
+
+class PayloadKeyError(EncryptionKeyError):
+    """A Temporal payload this process cannot decrypt: it has no keys, not the payload's
+    key id, or other key material under that id. ``key_id`` names the payload's key.
+
+    Its message names key ids and where keys come from, never a payload's content, so a
+    failure carrying it is not encoded (``converter.DurableAgentsFailureConverter``): a
+    worker with a wrong key would otherwise seal its own explanation with that key."""
+
+
+class EncryptedHistoryUnreadable(Exception):
+    """A workflow worker without encryption keys is replaying a run whose history is encrypted.
+
+    Deliberately not a ``DurableAgentsError`` (those fail the run): the run's history goes on
+    past the point where it would fail, so failing it would be a command the history does not
+    hold (Temporal's ``Nondeterminism error``), and the run is fine. Temporal fails the
+    workflow task instead, with this message (``converter`` carries it unencoded, typed
+    ``EncryptionKeyError``), and retries the task until a worker with the key takes it.
+    """
+
+    def __init__(self, key_id: str | None) -> None:
+        super().__init__(
+            f"this worker cannot decrypt the run's history: it holds Temporal payloads encrypted with key id "
+            f"{key_id!r}, and this worker has no encryption keys: give it {KEYS_HINT}. The run is unchanged: "
+            f"its workflow task is retried, and the run goes on on a worker with key {key_id!r}"
+        )
+        self.key_id = key_id
 
 
 class EncryptionCodec(PayloadCodec):
@@ -101,7 +142,10 @@ class EncryptionCodec(PayloadCodec):
             return payload
         raw_id = payload.metadata.get(KEY_ID_METADATA)
         key_id = raw_id.decode(errors="replace") if raw_id is not None else None
-        plain = self.keys.open(key_id, payload.data, "a Temporal payload")
+        try:
+            plain = self.keys.open(key_id, payload.data, "a Temporal payload")
+        except EncryptionKeyError as e:
+            raise PayloadKeyError(str(e), key_id=e.key_id) from None
         decoded = Payload()
         decoded.ParseFromString(plain)
         return decoded
@@ -123,6 +167,9 @@ class EncryptedPayloadRefused(EncodingPayloadConverter):
     without the keys says so instead of ``Unknown payload encoding``: a run
     whose worker has no keys fails at once with this message (a
     ``DurableAgentsError``; its checkpoint stays resumable on a worker that has them).
+    A worker without keys replaying a run that another worker ran with them (a paused
+    run, asked a query or sent a decision) fails only its workflow task, with
+    ``EncryptedHistoryUnreadable``: the run goes on once a worker with the key takes it.
     """
 
     @property
@@ -135,9 +182,35 @@ class EncryptedPayloadRefused(EncodingPayloadConverter):
     def from_payload(self, payload: Payload, type_hint: type | None = None) -> Any:
         raw_id = payload.metadata.get(KEY_ID_METADATA)
         key_id = raw_id.decode(errors="replace") if raw_id is not None else None
-        raise EncryptionKeyError(
+        if _replaying_workflow_history():
+            raise EncryptedHistoryUnreadable(key_id)
+        raise PayloadKeyError(
             f"a Temporal payload is encrypted (key id {key_id!r}), and this worker or client has no encryption "
-            f"keys: give it the keys every worker and client shares ({KEYS_ENV}, {KEY_FILE_ENV} or "
-            "--encryption-key-file)",
+            f"keys: give it {KEYS_HINT}",
             key_id=key_id,
         )
+
+
+def _replaying_workflow_history() -> bool:
+    """Whether this decode belongs to a workflow activation that replays recorded history.
+
+    temporalio decodes an activation's jobs (the run's input, activity results, signals)
+    before it runs the workflow's event loop, so ``workflow.unsafe.is_replaying()`` has no
+    current workflow to ask there. The workflow instance doing the decoding is on this
+    thread's stack (its ``activate``, which set ``is_replaying`` from the activation first);
+    outside a workflow worker (a client, an activity) there is none, and the answer is no.
+    Only ever called on the way to an error, so the walk costs nothing otherwise.
+    """
+    runtime_type = getattr(sys.modules.get("temporalio.workflow"), "_Runtime", None)
+    if runtime_type is None:
+        return False
+    current = runtime_type.maybe_current()
+    if current is not None:
+        return bool(current.workflow_is_replaying())
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None:
+        candidate = frame.f_locals.get("self")
+        if isinstance(candidate, runtime_type):
+            return bool(candidate.workflow_is_replaying())
+        frame = frame.f_back
+    return False

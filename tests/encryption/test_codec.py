@@ -117,3 +117,34 @@ async def test_a_plain_temporalio_client_gets_encryption_with_one_argument(env):
     codec = EncryptionCodec(K1)
     client = Client(env.client.service_client, plugins=[DurableAgentsPlugin(codec=codec)])
     assert client.data_converter.payload_codec is codec
+
+
+async def test_a_payload_without_its_key_is_said_plainly_in_failures_other_failures_stay_encoded():
+    """A worker holding the wrong key would seal its own explanation with that key: the failure
+    that says a payload's key is missing names key ids only, and stays readable (typed
+    EncryptionKeyError), also when temporalio wraps it (``Failed decoding arguments``)."""
+    from temporalio.api.failure.v1 import Failure
+
+    from durable_agents.converter import OUR_DATA_CONVERTER, DurableAgentsFailureConverter
+    from durable_agents.encryption import EncryptedHistoryUnreadable
+
+    [sealed] = await EncryptionCodec(K1).encode([_json("Book a table for Marguerite")])
+    with pytest.raises(EncryptionKeyError) as missing:
+        await EncryptionCodec(K2).decode([sealed])
+    payloads = OUR_DATA_CONVERTER.payload_converter
+    assert OUR_DATA_CONVERTER.failure_converter_class is DurableAgentsFailureConverter
+    for converter in (EncodedFailureConverter(), DurableAgentsFailureConverter()):
+        for error in (missing.value, EncryptedHistoryUnreadable("k1")):
+            try:
+                raise RuntimeError("Failed decoding arguments") from error
+            except RuntimeError as wrapped:
+                for raised in (error, wrapped):
+                    failure = Failure()
+                    converter.to_failure(raised, payloads, failure)
+                    assert failure.message == str(error) and "'k1'" in failure.message
+                    assert failure.application_failure_info.type == "EncryptionKeyError"
+                    assert not failure.application_failure_info.non_retryable
+                    assert not failure.HasField("encoded_attributes")
+    failure = Failure()
+    EncodedFailureConverter().to_failure(ValueError("Marguerite's card was declined"), payloads, failure)
+    assert failure.message == "Encoded failure" and b"Marguerite" in failure.encoded_attributes.data
