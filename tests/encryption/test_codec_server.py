@@ -122,7 +122,7 @@ async def test_the_temporal_cli_reads_an_encrypted_history_through_it(env, store
     assert encoding == b"binary/encrypted" and str(store.location).encode() not in data
     encoding, data = run_input(decoded.stdout)
     assert encoding == b"json/plain"
-    assert json.loads(data)["store_location"] == store.location  # the run's input, decrypted
+    assert json.loads(data)["storeLocation"] == store.location  # the run's input, decrypted (camelCase wire)
 
 
 def test_the_codec_server_command(tmp_path):

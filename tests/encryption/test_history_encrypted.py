@@ -107,9 +107,12 @@ async def test_an_approval_with_a_note_leaves_no_text_in_history(env, store, tas
         agent_client = AgentClient(client, store, task_queue)
         paused = await agent_client.send("payments", "Charge Okafor-Holdings for the lunch", session_id=sid)
         assert paused.finish_reason == "awaiting-approval"
-        # the current details, as the UI reads them (a query), decrypted: names and ids only
+        # the current details, as the UI reads them (a query), decrypted: names, ids and the
+        # pending call's arguments (what the approver must see), readable only through the codec
         metadata = await client.get_workflow_handle(sid).query("__temporal_workflow_metadata")
-        assert metadata.current_details == f"step 1 · awaiting approval {paused.approval_id} for charge_card"
+        assert metadata.current_details == (
+            f'step 1 · awaiting approval {paused.approval_id} for charge_card\narguments: {{"amount": 10}}'
+        )
         first = await agent_client.approve(
             sid, note="note-Quokka-19: fine, customer agreed", arguments={"amount": 73912846}, decided_by="alice@corp"
         )
