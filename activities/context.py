@@ -6,6 +6,12 @@ The cutting is :mod:`durable_agents.checkpoint.context` (pure, shared with
 stored at the turn's position as a ``system`` message marked ``summary``, before
 the turn's own call: a retried or resumed activity finds it there and reuses it
 (the turn then goes after it), so a summary is never generated (or paid for) twice.
+
+Instructions: when the run's instructions (``runConfig.instructions``: the agent's, as the run
+recorded it at its start, e.g. after a ``migrate`` to another build) differ from those the
+session is sent, the change is stored first, the same way, as a ``system`` message marked
+``instructionsChange`` (the checkpoint's ``instructionsAt`` points at it), and this request and
+every later one send it in place of the session's first instructions.
 """
 
 from __future__ import annotations
@@ -22,14 +28,25 @@ from durable_agents.activities.providers.registry import split_model_string
 from durable_agents.activities.transcript import repair_text
 from durable_agents.checkpoint.context import (
     SummaryTask,
+    current_instructions,
+    instructions_in_effect,
+    is_instructions_change,
     is_summary,
     plan_context,
     render_window,
+    sent_without_policy,
     summary_request,
-    without_summaries,
 )
 from durable_agents.checkpoint.context_policy import ContextSummary, ContextWindow, SummarizeOlder
-from durable_agents.checkpoint.format import FORMAT_VERSION, CheckpointHeader, Message, ModelSettings, Role, Usage
+from durable_agents.checkpoint.format import (
+    FORMAT_VERSION,
+    CheckpointHeader,
+    InstructionsChange,
+    Message,
+    ModelSettings,
+    Role,
+    Usage,
+)
 
 
 @dataclass
@@ -44,23 +61,34 @@ class Context:
 
 
 def summary_offset(header: CheckpointHeader, transcript: Sequence[Message], position: int) -> int:
-    """Where the turn of ``position`` goes: after the summary an earlier attempt stored there."""
-    if header.message_count > position and is_summary(transcript[position]):
-        return position + 1
+    """Where the turn of ``position`` goes: after the instructions change and the summary an
+    earlier attempt stored there."""
+    while header.message_count > position and (
+        is_summary(transcript[position]) or is_instructions_change(transcript[position])
+    ):
+        position += 1
     return position
 
 
 async def build_context(
-    deps: ActivityDeps, header: CheckpointHeader, transcript: list[Message], position: int, step: int
+    deps: ActivityDeps, header: CheckpointHeader, transcript: Sequence[Message], position: int, step: int
 ) -> Context:
     config = header.run_config
     assert config is not None
+    header, transcript, position = await _record_instructions(deps, header, transcript, position)
     policy = config.context
     if policy is None:  # everything (but summaries a policy made before: sent only in its windows)
-        sent = transcript[:position] if header.context_summary is None else without_summaries(transcript, position)
-        return Context(header, position, sent, None)
+        if header.context_summary is None and header.instructions_at is None:
+            sent = transcript[:position]
+            return Context(header, position, sent if isinstance(sent, list) else list(sent), None)
+        return Context(header, position, sent_without_policy(transcript, position, header.instructions_at), None)
     plan = plan_context(
-        transcript, position, policy, run_start=header.run_start_index, summary_at=header.context_summary
+        transcript,
+        position,
+        policy,
+        run_start=header.run_start_index,
+        summary_at=header.context_summary,
+        instructions_at=header.instructions_at,
     )
     if plan.summarize is not None:
         assert isinstance(policy, SummarizeOlder)
@@ -77,9 +105,41 @@ async def build_context(
         await deps.in_store(deps.store.append, header, position, [summary.message])
         grown = _Extended(transcript, position, summary.message)
         position += 1
-        plan = plan_context(grown, position, policy, run_start=header.run_start_index, summary_at=position - 1)
+        plan = plan_context(
+            grown,
+            position,
+            policy,
+            run_start=header.run_start_index,
+            summary_at=position - 1,
+            instructions_at=header.instructions_at,
+        )
         return Context(header, position, render_window(grown, plan.window), plan.window)
     return Context(header, position, render_window(transcript, plan.window), plan.window)
+
+
+async def _record_instructions(
+    deps: ActivityDeps, header: CheckpointHeader, transcript: Sequence[Message], position: int
+) -> tuple[CheckpointHeader, Sequence[Message], int]:
+    """The run's instructions, stored as an instructions change at ``position`` when the session
+    is sent others (then the turn goes after it); else all as given."""
+    config = header.run_config
+    assert config is not None
+    if current_instructions(transcript, position, header.instructions_at) == config.instructions:
+        return header, transcript, position
+    previous = instructions_in_effect(transcript, position, header.instructions_at)
+    change = Message(
+        role=Role.SYSTEM, content=config.instructions, instructions_change=InstructionsChange(previous=previous)
+    )
+    header = header.model_copy(
+        update={
+            "message_count": position + 1,
+            "instructions_at": position,
+            "format_version": FORMAT_VERSION,
+            "updated_at": None,
+        }
+    )
+    await deps.in_store(deps.store.append, header, position, [change])
+    return header, _Extended(transcript, position, change), position + 1
 
 
 @dataclass

@@ -8,6 +8,12 @@ Cost: a plan looks at the transcript's head (its leading system messages and the
 run's first user message) and walks back from its end only as far as the policy
 keeps, so a step's work is bounded by what is sent, not by the session's length.
 The newest context summary is found through the checkpoint's ``contextSummary``.
+
+Instructions: a request sends the session's current instructions first. They are its leading
+system messages until an instructions change (a ``system`` message marked
+``instructionsChange``, stored before the first turn that was sent other instructions, e.g.
+after a ``migrate``) replaces them: from then on the newest change is sent in their place (the
+checkpoint's ``instructionsAt`` says where it is), and no change is sent at its own position.
 """
 
 from __future__ import annotations
@@ -30,11 +36,16 @@ __all__ = [
     "SUMMARY_HEADING",
     "ContextPlan",
     "SummaryTask",
+    "current_instructions",
     "estimate_tokens",
+    "instructions_in_effect",
+    "is_instructions_change",
     "is_summary",
+    "newest_instructions_change",
     "plan_context",
     "render_window",
     "sent_messages",
+    "sent_without_policy",
     "step_position",
     "summary_request",
     "without_summaries",
@@ -52,6 +63,41 @@ SUMMARY_INPUT_CHARS = 4000
 
 def is_summary(message: Message) -> bool:
     return message.summary is not None and message.role == Role.SYSTEM
+
+
+def is_instructions_change(message: Message) -> bool:
+    return message.instructions_change is not None and message.role == Role.SYSTEM
+
+
+def _sent_in_place(message: Message) -> bool:
+    """A summary or an instructions change: sent in place of other messages, never at its own position."""
+    return message.role == Role.SYSTEM and (message.summary is not None or message.instructions_change is not None)
+
+
+def instructions_in_effect(messages: Sequence[Message], end: int, instructions_at: int | None) -> int | None:
+    """Where the instructions change that the turn at ``end`` is sent is: ``instructions_at``
+    (the checkpoint's ``instructionsAt``) when it is a change before ``end``; None: the
+    transcript's leading system messages are its instructions."""
+    if instructions_at is None or not 0 <= instructions_at < end:
+        return None
+    return instructions_at if is_instructions_change(messages[instructions_at]) else None
+
+
+def newest_instructions_change(messages: Sequence[Message], end: int) -> int | None:
+    """Where the newest instructions change before ``end`` is, found by walking back (for a
+    reader without the checkpoint's ``instructionsAt`` of that time: ``show --as-sent``, a fork)."""
+    for i in range(min(end, len(messages)) - 1, -1, -1):
+        if is_instructions_change(messages[i]):
+            return i
+    return None
+
+
+def current_instructions(messages: Sequence[Message], end: int, instructions_at: int | None) -> str:
+    """The instructions the turn at ``end`` is sent (``instructions_at``: the checkpoint's ``instructionsAt``)."""
+    at = instructions_in_effect(messages, end, instructions_at)
+    if at is not None:
+        return messages[at].content or ""
+    return "\n\n".join(m.content or "" for m in messages[: _head_end(messages, end)])
 
 
 def estimate_tokens(message: Message) -> int:
@@ -96,6 +142,7 @@ def plan_context(
     *,
     run_start: int | None = None,
     summary_at: int | None = None,
+    instructions_at: int | None = None,
 ) -> ContextPlan:
     """The window of ``messages[:end]`` that ``policy`` sends for the turn at ``end``.
 
@@ -103,9 +150,11 @@ def plan_context(
     user message from ``run_start``, the checkpoint's ``runStartIndex``; else the session's
     first). Tails start at a user or assistant message, so a turn's tool results are never
     cut from it. ``summary_at`` is the checkpoint's ``contextSummary``: the newest summary
-    (only :class:`SummarizeOlder` sends one).
+    (only :class:`SummarizeOlder` sends one). ``instructions_at`` is the checkpoint's
+    ``instructionsAt``: the instructions change sent in place of the leading system messages.
     """
     head = _head_end(messages, end)
+    instructions = instructions_in_effect(messages, end, instructions_at)
     anchor = _anchor(messages, end, run_start, head)
     summary = _newest_summary(messages, end, summary_at) if isinstance(policy, SummarizeOlder) else None
     floor = head
@@ -113,7 +162,8 @@ def plan_context(
         marker = messages[summary].summary
         assert marker is not None
         floor = min(max(head, marker.end), end)
-    fixed = [i for i in (*range(head), summary, anchor) if i is not None]
+    first = range(head) if instructions is None else [instructions] if messages[instructions].content else []
+    fixed = [i for i in (*first, summary, anchor) if i is not None]
     if isinstance(policy, KeepLastTurns):
         start = _cut_turns(messages, floor, end, policy.turns)
     elif isinstance(policy, TokenBudget):
@@ -121,8 +171,9 @@ def plan_context(
     else:
         start, task = _summarize_older(messages, floor, end, policy, fixed, summary)
         if task is not None:
-            return ContextPlan(window=_window(messages, head, summary, anchor, start, end), summarize=task)
-    return ContextPlan(window=_window(messages, head, summary, anchor, start, end))
+            window = _window(messages, head, summary, anchor, start, end, instructions)
+            return ContextPlan(window=window, summarize=task)
+    return ContextPlan(window=_window(messages, head, summary, anchor, start, end, instructions))
 
 
 def _summarize_older(
@@ -158,7 +209,7 @@ def _summarize_older(
 
 def _head_end(messages: Sequence[Message], end: int) -> int:
     head = 0
-    while head < end and messages[head].role == Role.SYSTEM and messages[head].summary is None:
+    while head < end and messages[head].role == Role.SYSTEM and not _sent_in_place(messages[head]):
         head += 1
     return head
 
@@ -203,7 +254,7 @@ def _cut_tokens(messages: Sequence[Message], floor: int, end: int, budget: int, 
     total, start = 0, end
     for i in range(end - 1, floor - 1, -1):
         message = messages[i]
-        if i not in skip and not is_summary(message):
+        if i not in skip and not _sent_in_place(message):
             total += estimate_tokens(message)
         if message.role == Role.TOOL:
             continue
@@ -218,11 +269,12 @@ def _tokens(message: Message) -> int:
 
 
 def _ranges(messages: Sequence[Message], start: int, end: int) -> list[tuple[int, int]]:
-    """``[start, end)`` as ranges around its context summaries (which are never sent again)."""
+    """``[start, end)`` as ranges around its context summaries and instructions changes (which
+    are never sent at their own position)."""
     ranges: list[tuple[int, int]] = []
     run = None
     for i in range(start, end):
-        if is_summary(messages[i]):
+        if _sent_in_place(messages[i]):
             if run is not None:
                 ranges.append((run, i))
             run = None
@@ -234,9 +286,19 @@ def _ranges(messages: Sequence[Message], start: int, end: int) -> list[tuple[int
 
 
 def _window(
-    messages: Sequence[Message], head: int, summary: int | None, anchor: int | None, start: int, end: int
+    messages: Sequence[Message],
+    head: int,
+    summary: int | None,
+    anchor: int | None,
+    start: int,
+    end: int,
+    instructions: int | None = None,
 ) -> ContextWindow:
-    ranges: list[tuple[int, int]] = [(0, head)] if head else []
+    ranges: list[tuple[int, int]]
+    if instructions is not None:  # the newest instructions change, in place of the first instructions
+        ranges = [(instructions, instructions + 1)] if messages[instructions].content else []
+    else:
+        ranges = [(0, head)] if head else []
     if summary is not None:
         ranges.append((summary, summary + 1))
     if anchor is not None and anchor < start:
@@ -254,12 +316,18 @@ def _window(
 # -- what is sent ----------------------------------------------------------------------
 def render_window(messages: Sequence[Message], window: ContextWindow) -> list[Message]:
     """The request's messages: every message of the window's ranges, in their order; a
-    context summary as a ``system`` message under :data:`SUMMARY_HEADING`."""
+    context summary as a ``system`` message under :data:`SUMMARY_HEADING`; an instructions
+    change as a plain ``system`` message."""
     out: list[Message] = []
     for a, b in window.ranges:
         for i in range(a, b):
             message = messages[i]
-            out.append(_summary_message(message) if is_summary(message) else message)
+            if is_summary(message):
+                out.append(_summary_message(message))
+            elif is_instructions_change(message):
+                out.append(Message.system(message.content or ""))
+            else:
+                out.append(message)
     return out
 
 
@@ -268,18 +336,30 @@ def _summary_message(message: Message) -> Message:
 
 
 def without_summaries(messages: Sequence[Message], end: int) -> list[Message]:
-    """What a turn without a policy is sent: every message before it but context summaries."""
+    """Every message before ``end`` but context summaries."""
     return [m for m in messages[:end] if not is_summary(m)]
+
+
+def sent_without_policy(messages: Sequence[Message], end: int, instructions_at: int | None) -> list[Message]:
+    """What a turn without a policy is sent: every message before it but context summaries, with
+    the instructions change at ``instructions_at`` (the checkpoint's ``instructionsAt``; when it is
+    one) sent first in place of the leading system messages, and no change at its own position."""
+    at = instructions_in_effect(messages, end, instructions_at)
+    if at is None:
+        return [m for m in messages[:end] if not _sent_in_place(m)]
+    first = [Message.system(messages[at].content or "")] if messages[at].content else []
+    return first + [m for m in messages[_head_end(messages, end) : end] if not _sent_in_place(m)]
 
 
 def sent_messages(messages: Sequence[Message], position: int) -> list[Message]:
     """What the model was sent for the assistant turn at ``position``: its recorded window
-    (``context``), or every message before it but context summaries (a turn made without a
-    policy). A ``before_model`` hook's changes are not recorded, so not shown."""
+    (``context``), or (a turn made without a policy) every message before it but context
+    summaries, the newest instructions change before it in place of the first instructions.
+    A ``before_model`` hook's changes are not recorded, so not shown."""
     turn = messages[position]
     if turn.context is not None:
         return render_window(messages, turn.context)
-    return without_summaries(messages, position)
+    return sent_without_policy(messages, position, newest_instructions_change(messages, position))
 
 
 def step_position(messages: Sequence[Message], step: int) -> int | None:

@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import Field
 
+from durable_agents.checkpoint.context import newest_instructions_change
 from durable_agents.checkpoint.errors import CheckpointNotFoundError, ConfigurationError
 from durable_agents.checkpoint.format import (
     Checkpoint,
@@ -226,6 +227,8 @@ def _patched(
             "run_start_step": source.run_start_step or 0,
             "run_start_usage": source.run_start_usage,
             "decisions": _decisions_kept(source.decisions, messages),
+            # where the fork's newest instructions change is (a patch may have rewritten the messages)
+            "instructions_at": newest_instructions_change(messages, len(messages)),
             "updated_at": None,
         }
     )

@@ -47,6 +47,7 @@ __all__ = [
     "FinishReason",
     "FormatModel",
     "HistoryEntry",
+    "InstructionsChange",
     "MaxTokensParam",
     "Message",
     "Migration",
@@ -100,6 +101,16 @@ class ToolCall(FormatModel):
     arguments: dict[str, Any] = Field(default_factory=dict)
 
 
+class InstructionsChange(FormatModel):
+    """The marker of an instructions change (a ``system`` message's ``instructionsChange``): from
+    this message on, its content is the session's instructions. Each request sends the newest one
+    in place of the transcript's leading system messages (its first instructions), and never at
+    its own position; empty content: no instructions."""
+
+    previous: int | None = None
+    """Where the instructions it replaces are: the change before it; None: the leading system messages."""
+
+
 class Message(FormatModel):
     role: Role
     content: str | None = None
@@ -117,6 +128,9 @@ class Message(FormatModel):
     context: ContextWindow | None = None
     """Set on an assistant turn made under a context policy: the transcript ranges its request
     was made of (``durable_agents.checkpoint.context.sent_messages`` rebuilds it)."""
+    instructions_change: InstructionsChange | None = None
+    """Set on a ``system`` message that changes the session's instructions (a run of an agent
+    whose instructions differ from what the session was sent: a migrated session, a deploy)."""
 
     @model_validator(mode="after")
     def _content_from_parts(self) -> Message:
@@ -312,6 +326,9 @@ class CheckpointFields(FormatModel):
     """Set while the run waits on a sub-agent's approval (``approvalId`` is the sub-agent's)."""
     context_summary: int | None = None
     """Where the transcript's newest context summary is (a ``SummarizeOlder`` policy's)."""
+    instructions_at: int | None = None
+    """Where the transcript's newest instructions change is (the instructions every request
+    sends); None: the session is sent its first instructions (its leading system messages)."""
     build: BuildRecord | None = None
     """The Worker Deployment Version the session's runs are on (absent: unversioned workers)."""
     migrations: list[Migration] | None = None

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import io
 import json
 import signal
@@ -192,6 +193,51 @@ async def test_summarize_older_stores_each_summary_once_and_sends_it_in_place_of
     # the summary request read the previous summary and the turns it replaces, as text
     summary_bodies = [b for b in llm.bodies(CHAT) if "tools" not in b]
     assert "<previous-summary>\nSUMMARY #1" in summary_bodies[1]["messages"][1]["content"]
+
+
+NEW_INSTRUCTIONS = "You work in steps, and say so."
+
+
+@pytest.mark.parametrize(
+    "policy",
+    [None, KeepLastTurns(3), TokenBudget(700), SummarizeOlder(max_turns=4, keep_turns=2)],
+    ids=["no-policy", "keep-last-turns", "token-budget", "summarize-older"],
+)
+async def test_changed_instructions_are_sent_from_the_next_request_on_in_place_of_the_first(
+    policy, llm, run_worker, store
+):  # type: ignore[no-untyped-def]
+    """A session continued by a redeployed agent whose instructions changed: every request of the
+    new run carries the new instructions first and never the old ones, the transcript records the
+    change once (before the run's first turn), and `show --as-sent` rebuilds each request."""
+    sid = session_id()
+    working_model(llm, 6)
+    async with run_worker([_agent("ctx-redeploy", policy)]) as client:
+        first = await client.send("ctx-redeploy", TASK, session_id=sid)
+    assert first.finish_reason == FinishReason.STOP
+    runs_first = len([b for b in llm.bodies(CHAT) if "tools" in b])
+    working_model(llm, 6)
+    redeployed = dataclasses.replace(_agent("ctx-redeploy", policy), instructions=NEW_INSTRUCTIONS)
+    async with run_worker([redeployed]) as client:
+        second = await client.send("ctx-redeploy", "steps=6 more", session_id=sid)
+    assert second.finish_reason == FinishReason.STOP
+
+    checkpoint = store.load(sid)
+    stored = checkpoint.messages
+    bodies = [b for b in llm.bodies(CHAT) if "tools" in b]
+    for step, body in enumerate(bodies, 1):
+        wire = body["messages"]
+        prompt = INSTRUCTIONS if step <= runs_first else NEW_INSTRUCTIONS
+        assert wire[0] == {"role": "system", "content": prompt}, step
+        others = [m["content"] for m in wire[1:] if m["role"] == "system"]
+        assert all(c.startswith(SUMMARY_HEADING) for c in others), (step, others)  # summaries only
+        assert as_wire(sent_messages(stored, step_position(stored, step))) == wire, step
+    assert runs_first < len(bodies)
+    changes = [i for i, m in enumerate(stored) if m.instructions_change is not None]
+    assert changes == [checkpoint.instructions_at] and stored[changes[0]].content == NEW_INSTRUCTIONS
+    assert stored[0].content == INSTRUCTIONS  # the first instructions stay where they were
+    assert stored[changes[0] - 1].content == "steps=6 more"  # recorded before the run's first turn
+    assert stored[changes[0] + (2 if stored[changes[0] + 1].summary else 1)].role == Role.ASSISTANT
+    assert checkpoint.run_config.instructions == NEW_INSTRUCTIONS
 
 
 async def test_hooks_see_summary_requests_so_a_redaction_hook_covers_what_is_summarised(llm, run_worker, store):  # type: ignore[no-untyped-def]

@@ -195,3 +195,83 @@ def test_build_ids_derive_from_the_agents_fingerprints():
     assert deployment_config("agents", "v7", b1).version.build_id == "v7"
     with pytest.raises(ConfigurationError, match="without '.'"):
         deployment_config("my.agents", None, b1)
+
+
+def teller_of(build: str) -> Agent:
+    """An agent on the real Anthropic SDK (against the fake API) whose instructions name its build."""
+    return Agent(
+        name="vteller", model="anthropic:test-model", instructions=f"You charge ({build}).", tools=[charge_tool(build)]
+    )
+
+
+def system_prompt(body: dict) -> str | None:
+    """The system prompt of a Messages API request body (a string, or text blocks)."""
+    system = body.get("system")
+    if system is None or isinstance(system, str):
+        return system
+    return "".join(block["text"] for block in system)
+
+
+async def test_a_migrated_session_is_sent_the_new_builds_instructions_as_its_checkpoint_records(
+    env, store, task_queue, monkeypatch
+):
+    """After `migrate --to b2`, the next request carries b2's instructions (not the session's first
+    system prompt); the transcript records the change where it took effect, and `show --as-sent`
+    prints what each request carried."""
+    from durable_agents.checkpoint import Role
+    from durable_agents.checkpoint.context import sent_messages, step_position
+    from durable_agents.checkpoint.fork import Patch, fork
+    from durable_agents.testing import check_guarantees
+    from tests.fakes.llm_server import FakeLLMServer
+
+    deployment = f"agents-{uuid.uuid4().hex[:8]}"
+    sid = f"v-teller-{uuid.uuid4().hex[:8]}"
+    client = AgentClient(env.client, store, task_queue)
+    cli = cli_runner(env, store, task_queue)
+    with FakeLLMServer() as llm:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", llm.anthropic_base_url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key-anthropic")
+        llm.anthropic.reply_tool_calls([("charge", {"amount": 5}, "toolu_1")], text="Charging.")
+        llm.anthropic.reply_tool_calls([("charge", {"amount": 7}, "toolu_2")], text="And once more.")
+        llm.anthropic.reply_text("Charged twice.")
+        old = build_worker(env.client, agents=[teller_of("b1")], store=store, task_queue=task_queue,
+                           deployment=deployment, build_id="b1")  # fmt: skip
+        new = build_worker(env.client, agents=[teller_of("b2")], store=store, task_queue=task_queue,
+                           deployment=deployment, build_id="b2")  # fmt: skip
+        async with old:
+            await make_current(env.client, deployment, "b1")
+            paused = await client.send("vteller", "charge 5", session_id=sid)
+            assert paused.finish_reason == "awaiting-approval"
+            async with new:
+                await make_current(env.client, deployment, "b2")
+                code, out, err = await cli("migrate", sid, "--to", "b2")
+                assert code == 0 and "instructions changed" in out, (out, err)
+                paused = await client.approve(sid)  # the call runs on b2, then turn 2 asks for another
+                assert paused.finish_reason == "awaiting-approval"
+                done = await client.approve(sid)
+                assert done.finish_reason == "stop" and done.text == "Charged twice."
+        sent = [system_prompt(body) for body in llm.bodies("/v1/messages")]
+
+    assert sent == ["You charge (b1).", "You charge (b2).", "You charge (b2)."]
+    checkpoint = store.load(sid)
+    assert checkpoint.run_config.instructions == "You charge (b2)."
+    systems = [(i, m.content) for i, m in enumerate(checkpoint.messages) if m.role == Role.SYSTEM]
+    turn2 = step_position(checkpoint.messages, 2)
+    # the first prompt stays where it was; the change is recorded right before the turn it took effect in
+    assert systems == [(0, "You charge (b1)."), (turn2 - 1, "You charge (b2).")]
+    assert checkpoint.messages[turn2 - 2].role == Role.TOOL  # after the migrated call's result
+    assert checkpoint.instructions_at == turn2 - 1
+    for step, prompt in ((1, "You charge (b1)."), (2, "You charge (b2)."), (3, "You charge (b2).")):
+        as_sent = sent_messages(checkpoint.messages, step_position(checkpoint.messages, step))
+        assert [m.content for m in as_sent if m.role == Role.SYSTEM] == [prompt], step
+    code, out, _ = await cli("show", sid, "--as-sent", "2")
+    assert code == 0 and "You charge (b2)." in out and "You charge (b1)." not in out
+    code, out, _ = await cli("show", sid)
+    assert code == 0 and "system     (instructions changed) You charge (b2)." in out
+    check_guarantees(checkpoint)  # a valid transcript: the change is no stray system message
+    # a fork knows where its own transcript's newest change is (step 1's newest save has it:
+    # the change was recorded before turn 2), and has none when its patch drops it
+    assert fork(store, sid, 1).checkpoint.instructions_at == turn2 - 1
+    assert fork(store, sid, 3).checkpoint.instructions_at == turn2 - 1
+    dropped = Patch(messages=lambda ms: [m for m in ms if m.instructions_change is None])
+    assert fork(store, sid, 3, dropped).checkpoint.instructions_at is None

@@ -48,6 +48,8 @@ def render_message(message: Message, marks: dict[str, str] | None = None) -> lis
     if message.role == Role.SYSTEM and message.summary is not None:  # a context policy's summary
         covered = f"messages {message.summary.start}–{message.summary.end - 1}"
         return [f"  summary    ({covered}) {_short(message.content or '', 80)}"]
+    if message.role == Role.SYSTEM and message.instructions_change is not None:  # sent from here on
+        return [f"  system     (instructions changed) {_short(message.content or '', 80)}"]
     if message.role == Role.SYSTEM:
         return [f"  system     {_short(message.content or '')}"]
     if message.role == Role.USER:

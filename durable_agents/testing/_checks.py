@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from durable_agents.checkpoint.context import sent_messages, without_summaries
+from durable_agents.checkpoint.context import newest_instructions_change, sent_messages, sent_without_policy
 from durable_agents.checkpoint.format import Checkpoint, Message, Role
 from durable_agents.testing._core import PROVIDER_CALLS, SIDE_EFFECTS, read_records
 
@@ -90,7 +90,8 @@ def check_guarantees(
     session_id = session_id or getattr(cp, "session_id", None)
     problems: list[str] = []
     calls, results = _check_transcript(messages, complete, problems)
-    _check_wire(without_summaries(messages, len(messages)), complete, problems)
+    end = len(messages)  # what the next request without a policy would carry
+    _check_wire(sent_without_policy(messages, end, newest_instructions_change(messages, end)), complete, problems)
     for position, m in enumerate(messages):  # what each turn made under a context policy was sent
         if m.role == Role.ASSISTANT and m.context is not None:
             sent: list[str] = []
@@ -125,7 +126,8 @@ def _check_transcript(messages: list[Message], complete: bool, problems: list[st
     turn_at, seen_other = -1, False
     for pos, m in enumerate(messages):
         if m.role == Role.SYSTEM:
-            if seen_other and m.summary is None:  # (a context summary is stored where its turn went)
+            # (a context summary or an instructions change is stored where its turn went)
+            if seen_other and m.summary is None and m.instructions_change is None:
                 problems.append(f"system message at {pos} after the conversation started")
             continue
         if not seen_other and m.role != Role.USER:
