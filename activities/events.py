@@ -16,14 +16,17 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 from durable_agents.activities.contracts import (
     RECORD_EVENTS,
     RecordEventsInput,
 )
 from durable_agents.activities.deps import ActivityDeps
-from durable_agents.activities.providers.base import ModelProvider, ModelRequest, ModelResponse
+from durable_agents.activities.providers.base import ModelProvider, ModelRequest, ModelResponse, unexpected_failure
+from durable_agents.activities.providers.registry import provider_label
 from durable_agents.activities.transcript import repair_text
+from durable_agents.checkpoint.errors import DurableAgentsError
 from durable_agents.checkpoint.events import (
     EventBase,
     ModelTurnStarted,
@@ -255,7 +258,18 @@ async def turn_stream(deps: ActivityDeps, header: CheckpointHeader, session_id: 
 
 async def generate(provider: ModelProvider, request: ModelRequest, stream: TurnStream | None) -> ModelResponse:
     """The provider's reply; with ``stream``, its text streamed as deltas as it comes (a
-    provider without ``generate_stream`` sends its whole text as one delta)."""
+    provider without ``generate_stream`` sends its whole text as one delta). An exception
+    that is none of ours (not an ``ApplicationError``, not a typed error) is said with the
+    provider, the model and its type (an SDK's bare ``AssertionError`` says nothing itself)."""
+    try:
+        return await _generate(provider, request, stream)
+    except (ApplicationError, DurableAgentsError):
+        raise
+    except Exception as e:  # named, then raised as Temporal would raise it (same type, retried)
+        raise unexpected_failure(provider_label(provider), request.model, e) from e
+
+
+async def _generate(provider: ModelProvider, request: ModelRequest, stream: TurnStream | None) -> ModelResponse:
     if stream is None:
         return await provider.generate(request)
     await stream.retried()

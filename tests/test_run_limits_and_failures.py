@@ -284,3 +284,64 @@ def test_worker_without_the_agents_provider_refuses_to_start(echo_registered, en
         ConfigurationError, match="agent 'echoer' uses provider 'echo', which this worker does not have"
     ):
         build_worker(env.client, agents=[agent], store=store, task_queue="tq-echo")
+
+
+class SilentOnceProvider:
+    """Its first call fails with an exception that says nothing (as the Anthropic SDK's stream
+    reader's bare ``assert`` did); its second waits until the test has read the failure."""
+
+    def __init__(self) -> None:
+        import asyncio
+
+        self.calls = 0
+        self.read = asyncio.Event()
+
+    async def generate(self, request: ModelRequest) -> ModelResponse:
+        self.calls += 1
+        if self.calls == 1:
+            raise AssertionError()
+        await self.read.wait()
+        return ModelResponse(message=Message(role=Role.ASSISTANT, content="fine"), usage=Usage(requests=1))
+
+
+async def test_a_provider_failure_without_words_is_named_by_provider_model_and_type(env, store, task_queue):
+    """What Temporal (its UI, `describe`) shows of the retried model turn's failure names the
+    provider and the model and the exception's type, where it said "" before."""
+    import asyncio
+    import time
+
+    from temporalio.service import RPCError
+
+    from durable_agents import AgentClient
+
+    provider = SilentOnceProvider()
+    register_provider("silent", SilentOnceProvider)
+    try:
+        agent = Agent(name="silent-once", model="silent:quiet-model")
+        worker = build_worker(env.client, agents=[agent], store=store, task_queue=task_queue,
+                              providers={"silent": provider})  # fmt: skip
+        async with worker:
+            sid = session_id()
+            sending = asyncio.create_task(
+                AgentClient(env.client, store, task_queue).send("silent-once", "hi", session_id=sid)
+            )
+            failure, deadline = None, time.monotonic() + 30
+            while failure is None and time.monotonic() < deadline:
+                try:
+                    described = await env.client.get_workflow_handle(sid).describe()
+                except RPCError:  # not started yet
+                    described = None
+                activities = described.raw_description.pending_activities if described else []
+                pending = [a for a in activities if a.attempt >= 2]
+                if pending and pending[0].HasField("last_failure"):
+                    failure = pending[0].last_failure
+                else:
+                    await asyncio.sleep(0.05)
+            provider.read.set()
+            result = await sending
+    finally:
+        registry._registered.pop("silent", None)
+    assert failure is not None, "the model turn was not retried"
+    assert failure.message == "silent:quiet-model failed: AssertionError (with no message of its own)"
+    assert failure.application_failure_info.type == "AssertionError"  # retried as any exception is
+    assert result.text == "fine" and provider.calls == 2

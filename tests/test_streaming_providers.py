@@ -95,3 +95,82 @@ async def test_a_stream_broken_midway_is_retried_and_the_stream_says_so(provider
     [stored] = [e for e in events if isinstance(e, TurnStored)]
     assert stored.attempt == 2 and stored.text == ANSWER == step_text(events, 1)
     assert [m.content for m in store.load(sid).messages if m.role == Role.ASSISTANT] == [ANSWER]
+
+
+def cli_runner(env, store, task_queue: str):  # type: ignore[no-untyped-def]
+    """``durable-agents --address … --task-queue … --store … ARGS`` in this process (its own
+    thread, so the test's in-process worker keeps running): exit code, stdout, stderr."""
+    import asyncio
+    import contextlib
+    import io
+
+    from durable_agents.cli import main
+
+    flags = ["--address", env.client.service_client.config.target_host, "--task-queue", task_queue]
+    flags += ["--store", f"sqlite:///{store.path}"]
+
+    async def run(*argv: str) -> tuple[int, str, str]:
+        out, err = io.StringIO(), io.StringIO()
+
+        def call() -> int:
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                return main([*flags, *argv])
+
+        code = await asyncio.to_thread(call)
+        return code, out.getvalue(), err.getvalue()
+
+    return run
+
+
+@pytest.mark.parametrize("provider", PATHS)
+async def test_a_gateway_that_does_not_stream_still_serves_durable_agents_run(
+    provider, env, llm, run_worker, store, task_queue
+):  # type: ignore[no-untyped-def]
+    """`durable-agents run` streams every model call; an endpoint that answers `"stream": true`
+    with a plain JSON reply (a gateway that does not stream) gets one request per turn, read as
+    the reply it is, and the run goes on. Before, Anthropic's SDK stream reader raised a bare
+    AssertionError, retried as transient, and the run failed with "Application error" (OpenAI's:
+    "malformed reply: no choices"; the Responses API's: retried as a stream cut short)."""
+    llm.streams = False
+    script = getattr(llm, SCRIPTS[provider])
+    script.reply_tool_calls([("get_weather", {"city": "Paris"}, "call_1")], text="Let me check the sky.")
+    script.reply_text(ANSWER)
+    sid = session_id()
+    cli = cli_runner(env, store, task_queue)
+    async with run_worker([_agent(provider)]):
+        code, out, err = await cli("run", f"{provider}-streamer", "Weather in Paris?", "--session", sid)
+    assert code == 0, (out, err)
+    assert ANSWER in out
+    bodies = llm.bodies(PATHS[provider])
+    assert len(bodies) == 2 and all(b["stream"] is True for b in bodies)  # one (streamed) request a turn
+    assert [m.content for m in store.load(sid).messages if m.role == Role.ASSISTANT] == [
+        "Let me check the sky.",
+        ANSWER,
+    ]
+    events = await collect_watch(env, store, task_queue, sid)
+    assert step_text(events, 2) == ANSWER  # its text, as one piece
+
+
+async def collect_watch(env, store, task_queue: str, sid: str):  # type: ignore[no-untyped-def]
+    from durable_agents import AgentClient
+
+    return await collect(AgentClient(env.client, store, task_queue).watch(sid, after=0))
+
+
+async def test_a_reply_that_is_no_stream_and_no_message_fails_the_run_at_once_saying_what_came(
+    env, llm, run_worker, store, task_queue
+):  # type: ignore[no-untyped-def]
+    """A proxy's HTML page in answer to a streamed request: the same request would get the same
+    page, so the run fails at the first attempt, naming the provider and model and what the
+    server sent (not "Application error" after ten paid attempts)."""
+    llm.anthropic.reply_raw(200, "<html><h1>Gateway says hello</h1></html>", headers={"content-type": "text/html"})
+    sid = session_id()
+    cli = cli_runner(env, store, task_queue)
+    async with run_worker([_agent("anthropic")]):
+        code, out, err = await cli("run", "anthropic-streamer", "Weather in Paris?", "--session", sid)
+    assert code == 1, (out, err)
+    [line] = [line for line in err.splitlines() if "failed" in line]
+    assert f"run of session '{sid}' failed: anthropic:test-model: the server answered a streamed request" in line
+    assert "with text/html, not an event stream" in line and "Gateway says hello" in line
+    assert len(llm.bodies(PATHS["anthropic"])) == 1  # not retried
+    assert "ModelProviderMalformedReply" in store.load_header(sid).last_error.type

@@ -4,6 +4,9 @@ Converts the neutral transcript to Messages API turns and the reply back
 (content blocks and prompt caching: :mod:`.anthropic_blocks`). Extended
 thinking (``ModelSettings.thinking_budget_tokens``) is sent when set; its
 blocks come back as opaque parts and are replayed verbatim.
+A streamed request answered with a plain JSON message (a gateway or proxy that does not
+stream) is read as the non-streamed reply it is; any other reply that is no event stream
+fails the turn, non-retryable, saying what the server sent.
 The SDK client is built with ``max_retries=0`` because Temporal owns retries;
 the API key and ``ANTHROPIC_BASE_URL`` are read by the SDK from the worker's
 environment, so they never pass through workflow inputs or history.
@@ -26,8 +29,11 @@ from durable_agents.activities.providers.base import (
     TextSink,
     malformed_reply,
     non_retryable_error,
+    not_a_reply,
+    not_an_event_stream,
     retryable_error,
     status_error,
+    unstreamed_reply,
 )
 from durable_agents.checkpoint.errors import FailureType
 from durable_agents.checkpoint.format import Message, ModelSettings, Role, ToolCall, Usage
@@ -76,9 +82,22 @@ class AnthropicProvider:
         params = to_anthropic_params(request)
         try:
             async with client.messages.stream(**params) as stream:
+                kind = not_an_event_stream(stream.response)
+                if kind is not None:  # a server that does not stream
+                    response = await _unstreamed(request, stream.response, kind)
+                    on_text(response.message.content or "")  # its text, as one piece
+                    return response
+                began = False
                 async for event in stream:
+                    began = began or event.type == "message_start"
                     if event.type == "text":
                         on_text(event.text)
+                if not began:  # (the SDK's final message would fail a bare assertion)
+                    raise retryable_error(
+                        f"anthropic:{request.model}: the event stream ended before its message began "
+                        "(no message_start event)",
+                        kind=FailureType.MODEL_PROVIDER_RETRYABLE,
+                    )
                 reply = await stream.get_final_message()
         except anthropic.APIStatusError as exc:  # also an `error` event inside the stream (e.g. overloaded)
             raise _stream_error(exc) from exc
@@ -89,6 +108,21 @@ class AnthropicProvider:
         except (anthropic.APIResponseValidationError, json.JSONDecodeError) as exc:
             raise _malformed(f"{type(exc).__name__}: {exc}") from exc
         return from_anthropic_reply(reply)
+
+
+async def _unstreamed(request: ModelRequest, response: Any, kind: str) -> ModelResponse:
+    """The reply to a streamed request that came as something else than an event stream: a
+    message (JSON, as a non-streamed request gets it) is that reply; an error object is the
+    error it says; anything else fails the turn, non-retryable (the same request to the same
+    server gets the same answer), naming what the server sent."""
+    wire = await unstreamed_reply("anthropic", request.model, response, kind)
+    if wire.get("type") == "message":
+        return from_anthropic_reply(anthropic.types.Message.construct(**wire), wire)
+    if wire.get("type") == "error":  # an error in a 200 reply: as in a stream
+        inner = wire.get("error")
+        status = _STREAM_ERROR_STATUS.get(str(inner.get("type") if isinstance(inner, dict) else None), 500)
+        raise status_error("anthropic", status, wire, "error", response.headers)
+    raise not_a_reply("anthropic", request.model, kind, wire)
 
 
 # -- request -------------------------------------------------------------------

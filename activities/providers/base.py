@@ -9,6 +9,7 @@ thing (429/5xx/timeouts retried, honouring Retry-After; other 4xx not).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, Literal, Protocol
@@ -157,6 +158,51 @@ def status_error(provider: str, status: int, body: object, fallback: str, header
             message, kind=FailureType.MODEL_PROVIDER_RETRYABLE, retry_after=retry_after_seconds(headers)
         )
     return non_retryable_error(message, kind=FailureType.MODEL_PROVIDER_REQUEST)
+
+
+EVENT_STREAM = "text/event-stream"
+
+
+def not_an_event_stream(response: Any) -> str | None:
+    """The content type of an HTTP reply to a streamed request when it is no event stream (a
+    gateway or proxy in front of the API that does not stream); None when it is one."""
+    kind = str(response.headers.get("content-type") or "")
+    return None if kind.lower().startswith(EVENT_STREAM) else kind or "no content type"
+
+
+async def unstreamed_reply(provider: str, model: str, response: Any, kind: str) -> dict[str, Any]:
+    """The JSON object a server answered a streamed request with (``kind``: its content type), for
+    the provider to read as the non-streamed reply it may be; any other body fails the turn,
+    non-retryable (the same request to the same server gets the same answer), saying what came."""
+    body = await response.aread()
+    try:
+        wire = json.loads(body)
+    except ValueError:
+        wire = None
+    if isinstance(wire, dict):
+        return wire
+    raise not_a_reply(provider, model, kind, body.decode("utf-8", "replace"))
+
+
+def not_a_reply(provider: str, model: str, kind: str, body: object) -> ApplicationError:
+    """A reply to a streamed request that is neither an event stream nor a reply: what it was."""
+    sent = provider_message(body, "(an empty body)")[:500]
+    return non_retryable_error(
+        f"{provider}:{model}: the server answered a streamed request with {kind}, not an event stream, "
+        f"and not with a reply either: {sent}",
+        kind=FailureType.MODEL_PROVIDER_MALFORMED_REPLY,
+    )
+
+
+def unexpected_failure(provider: str, model: str, error: Exception) -> ApplicationError:
+    """A provider's exception that is none of ours (an SDK's assertion, a bug): the failure
+    names the provider and model, the exception's type, and its message when it has one
+    (bounded). Retried as Temporal retries any exception (the type is the failure's type)."""
+    text = " ".join(str(error).split())
+    if len(text) > MAX_PROVIDER_TEXT:
+        text = text[:MAX_PROVIDER_TEXT] + "…"
+    said = f"{type(error).__name__}: {text}" if text else f"{type(error).__name__} (with no message of its own)"
+    return ApplicationError(f"{provider}:{model} failed: {said}", type=type(error).__name__, non_retryable=False)
 
 
 def malformed_reply(provider: str, detail: str) -> ApplicationError:

@@ -22,8 +22,11 @@ from durable_agents.activities.providers.base import (
     TextSink,
     malformed_reply,
     non_retryable_error,
+    not_a_reply,
+    not_an_event_stream,
     retryable_error,
     status_error,
+    unstreamed_reply,
 )
 from durable_agents.activities.providers.openai_parts import openai_content
 from durable_agents.activities.providers.openai_stream import StreamedCompletion
@@ -81,6 +84,11 @@ class OpenAIProvider:
                     raise
                 params.pop("stream_options")
                 chunks = await client.chat.completions.create(**params)
+            kind = not_an_event_stream(chunks.response)
+            if kind is not None:  # a server that does not stream: its reply is read as it came
+                response = from_openai_reply(await _unstreamed(request, chunks.response, kind))
+                on_text(response.message.content or "")  # its text, as one piece
+                return response
             async for chunk in chunks:
                 text = reply.add(chunk)
                 if text:
@@ -92,6 +100,17 @@ class OpenAIProvider:
         except (openai.APIResponseValidationError, json.JSONDecodeError) as exc:
             raise _malformed(f"{type(exc).__name__}: {exc}") from exc
         return from_openai_reply(reply.completion())
+
+
+async def _unstreamed(request: ModelRequest, response: Any, kind: str) -> Any:
+    """A chat completion (JSON, as a non-streamed request gets it) in answer to a streamed
+    request: that reply; an error object is that error; anything else fails the turn."""
+    wire = await unstreamed_reply("openai", request.model, response, kind)
+    if "choices" in wire:
+        return openai.types.chat.ChatCompletion.construct(**wire)
+    if isinstance(wire.get("error"), dict):  # an error in a 200 reply
+        raise status_error("openai", 500, wire, "error", response.headers)
+    raise not_a_reply("openai", request.model, kind, wire)
 
 
 # -- request -------------------------------------------------------------------

@@ -34,8 +34,11 @@ from durable_agents.activities.providers.base import (
     ModelResponse,
     TextSink,
     malformed_reply,
+    not_a_reply,
+    not_an_event_stream,
     retryable_error,
     status_error,
+    unstreamed_reply,
 )
 from durable_agents.activities.providers.openai_chat import _EMPTY_OBJECT_SCHEMA, decode_arguments, openai_client
 from durable_agents.checkpoint.errors import FailureType
@@ -70,6 +73,11 @@ class OpenAIResponsesProvider:
         try:
             with _sdk_errors():
                 events = await client.responses.create(**to_responses_params(request), stream=True)
+                kind = not_an_event_stream(events.response)
+                if kind is not None:  # a server that does not stream: its reply is read as it came
+                    response = from_responses_reply(await _unstreamed(request, events.response, kind))
+                    on_text(response.message.content or "")  # its text, as one piece
+                    return response
                 async for event in events:
                     kind = getattr(event, "type", None)
                     if kind == "response.output_text.delta":
@@ -88,6 +96,17 @@ class OpenAIResponsesProvider:
                 f"{PROVIDER} stream ended before response.completed", kind=FailureType.MODEL_PROVIDER_RETRYABLE
             )
         return from_responses_reply(final)
+
+
+async def _unstreamed(request: ModelRequest, response: Any, kind: str) -> Any:
+    """A response object (JSON, as a non-streamed request gets it) in answer to a streamed
+    request: that reply; an error object is that error; anything else fails the turn."""
+    wire = await unstreamed_reply(PROVIDER, request.model, response, kind)
+    if wire.get("object") == "response" and isinstance(wire.get("output"), list):
+        return openai.types.responses.Response.construct(**wire)
+    if isinstance(wire.get("error"), dict):  # an error in a 200 reply
+        raise status_error(PROVIDER, 500, wire, "error", response.headers)
+    raise not_a_reply(PROVIDER, request.model, kind, wire)
 
 
 @contextlib.contextmanager

@@ -10,6 +10,7 @@ before they are constructed) or by an entry point in the
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Iterable, Mapping
 from importlib import import_module
 from importlib.metadata import EntryPoint, entry_points
@@ -22,6 +23,8 @@ ENTRY_POINT_GROUP = "durable_agents.providers"
 
 ProviderFactory = Callable[[], ModelProvider]
 _registered: dict[str, ProviderFactory] = {}
+_names: weakref.WeakKeyDictionary[object, str] = weakref.WeakKeyDictionary()
+"""The name each provider a registry holds is known by (what failures call it)."""
 
 
 def register_provider(name: str, factory: ProviderFactory) -> None:
@@ -70,6 +73,8 @@ class ProviderRegistry:
 
     def __init__(self, overrides: Mapping[str, ModelProvider] | None = None) -> None:
         self._providers: dict[str, ModelProvider] = dict(overrides or {})
+        for name, provider in self._providers.items():
+            _remember(provider, name)
 
     def names(self) -> list[str]:
         return known_providers(self._providers)
@@ -77,7 +82,15 @@ class ProviderRegistry:
     def get(self, provider: str) -> ModelProvider:
         if provider not in self._providers:
             self._providers[provider] = _build(provider, self.names())
+            _remember(self._providers[provider], provider)
         return self._providers[provider]
+
+
+def _remember(provider: object, name: str) -> None:
+    try:
+        _names[provider] = name
+    except TypeError:  # not weakly referable: its class name will do
+        pass
 
 
 _BUILTIN_CLASSES = {
@@ -86,6 +99,16 @@ _BUILTIN_CLASSES = {
     "openai": ("durable_agents.activities.providers.openai_chat", "OpenAIProvider"),
     "openai-responses": ("durable_agents.activities.providers.openai_responses", "OpenAIResponsesProvider"),
 }
+
+
+def provider_label(provider: object) -> str:
+    """What a failure calls ``provider``: the name a worker's registry knows it by (its model
+    strings' prefix), else its class's name."""
+    try:
+        known = _names.get(provider)
+    except TypeError:
+        known = None
+    return known or type(provider).__name__
 
 
 def preload(providers: Iterable[str]) -> None:

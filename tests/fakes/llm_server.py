@@ -275,6 +275,9 @@ class FakeLLMServer:
         """Characters per text delta of a streamed reply."""
         self.stream_delay = 0.0
         """Seconds between the events of a streamed reply."""
+        self.streams = True
+        """False: every reply is plain JSON, to ``"stream": true`` requests too (a gateway or
+        proxy in front of the API that does not stream)."""
         self.streamed: list[list[tuple[float, str]]] = []
         """Per streamed reply, (``time.monotonic()`` when sent, text) of each text delta."""
         self._httpd: _QuietServer | None = None
@@ -366,6 +369,8 @@ class FakeLLMServer:
             reply = script.check(request) or script.render(script.next_reply(request), request)
         except Exception as exc:  # a broken responder should fail the test visibly, not hang it
             return script.error(500, f"fake responder failed: {exc!r}")
+        if not self.streams:
+            return reply
         return streamed(reply, request, path, self.stream_chunk, script.take_stream_failure)
 
 
