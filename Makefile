@@ -22,6 +22,7 @@ demo: $(STAMP)
 test: $(STAMP)
 	bash scripts/ensure-postgres.sh
 	bash scripts/ensure-chromium.sh
+	bash scripts/ensure-node-client.sh
 	PYTHON=$(PYTHON) bash scripts/ensure-llama-server.sh
 	$(BIN)/python -P -m pytest -q --durations=25
 
