@@ -22,6 +22,7 @@ from durable_agents.checkpoint.format import (
     RunConfig,
     RunError,
     ToolCall,
+    ToolSpec,
     Usage,
     UsageLimits,
 )
@@ -279,6 +280,22 @@ class ApprovalDecision(FormatModel):
     """Run the approved call with these arguments instead of the model's."""
     decided_by: str | None = None
     """Who decided (recorded with the decision); None: not named. Absent in older histories."""
+
+
+def edited_arguments_problem(decision: ApprovalDecision, spec: ToolSpec | None) -> str | None:
+    """What is wrong with a decision's edited arguments against the tool's recorded input
+    schema (the one the model was given); None when nothing is, or nothing can be checked.
+    An invalid edit is refused when it is made, never run as a failing call."""
+    if decision.arguments is None or spec is None or not spec.input_schema:
+        return None
+    import jsonschema  # loaded only when a person edits arguments
+
+    validator = jsonschema.validators.validator_for(spec.input_schema)(spec.input_schema)
+    error = jsonschema.exceptions.best_match(validator.iter_errors(decision.arguments))
+    if error is None:
+        return None
+    where = ".".join(str(p) for p in error.absolute_path) or "the arguments"
+    return f"edited arguments for {spec.name} do not match its input schema: {where}: {error.message}"
 
 
 class PendingApproval(FormatModel):

@@ -22,7 +22,7 @@ from durable_agents._search import registered_attributes
 from durable_agents.activities.contracts import ApprovalDecision
 from durable_agents.checkpoint.stores.base import CheckpointStore
 from durable_agents.connection import DEFAULT_TASK_QUEUE
-from durable_agents.errors import ApprovalNotPendingError, ConfigurationError
+from durable_agents.errors import ApprovalNotPendingError, ConfigurationError, InvalidDecisionError
 from durable_agents.result import RunResult
 from durable_agents.tracing import tracer_of
 from durable_agents.workflows.contracts import Outcome, RunSummary
@@ -137,8 +137,8 @@ class ClientBase:
                 return await self.result(session_id)  # the run closed meanwhile
             except WorkflowUpdateFailedError as e:
                 error = outcome_error(session_id, e)
-                if isinstance(error, ApprovalNotPendingError):
-                    raise error from e
+                if isinstance(error, (ApprovalNotPendingError, InvalidDecisionError)):
+                    raise error from e  # refused: nothing was decided
                 return await self.result(session_id)  # the run ended before answering
             if outcome.summary is not None:
                 return self.run_result(outcome.summary)

@@ -22,12 +22,18 @@ from durable_agents._client_base import Summaries
 from durable_agents._client_runs import MAX_SESSION_ID_BYTES as MAX_SESSION_ID_BYTES  # as before the split
 from durable_agents._client_runs import TEMPORAL_ID_LIMIT, RunsClient
 from durable_agents._outcomes import outcome_error, pending_from_store
-from durable_agents.activities.contracts import ApprovalDecision, ForkSessionInput, ForkSessionOutput, PendingApproval
+from durable_agents.activities.contracts import (
+    ApprovalDecision,
+    ForkSessionInput,
+    ForkSessionOutput,
+    PendingApproval,
+    edited_arguments_problem,
+)
 from durable_agents.checkpoint.fork import Patch
 from durable_agents.checkpoint.stores import open_store
 from durable_agents.checkpoint.stores.base import CheckpointStore
 from durable_agents.connection import DEFAULT_TASK_QUEUE, connect
-from durable_agents.errors import ApprovalNotPendingError, ConfigurationError
+from durable_agents.errors import ApprovalNotPendingError, ConfigurationError, InvalidDecisionError
 from durable_agents.result import RunResult
 from durable_agents.versioning import MigrateSessionOutput, migrate
 from durable_agents.workflows import FORK_WORKFLOW
@@ -182,7 +188,8 @@ class AgentClient(RunsClient):
                 decided_by=decided_by,
             )
             if live:
-                return await self._await(session_id, "decide", decision)
+                return await self._await(session_id, "decide", decision)  # the run checks the decision
+            self._check_edit(session_id, pending, decision)
             if pending.parent_session_id is not None and self.store.load_header(pending.parent_session_id) is not None:
                 # a sub-agent's run closed with its parent's: the parent's next run brings the decision
                 return await self.approve(
@@ -190,6 +197,15 @@ class AgentClient(RunsClient):
                     arguments=arguments, decided_by=decided_by,
                 )  # fmt: skip
             return await self._start_for_outcome(pending.agent, [], session_id=session_id, approval=decision)
+
+    def _check_edit(self, session_id: str, pending: PendingApproval, decision: ApprovalDecision) -> None:
+        """Edited arguments for a session whose run closed must fit the tool's recorded schema,
+        as the live run's ``decide`` requires."""
+        header = self.store.load_header(session_id) if decision.arguments is not None else None
+        tools = header.run_config.tools if header is not None and header.run_config is not None else []
+        problem = edited_arguments_problem(decision, next((t for t in tools if t.name == pending.tool_name), None))
+        if problem is not None:
+            raise InvalidDecisionError(session_id, pending.approval_id, problem)
 
     async def reject(
         self,

@@ -60,7 +60,6 @@ ALLOWED_IMPORTS = {
     "durable_agents.workflows",
     "pydantic",
     "json",  # Current Details show a pending call's arguments as JSON
-    "jsonschema",  # edited arguments checked against the recorded schema: pure validation
 }
 BANNED_CALLS = {"now", "utcnow", "time", "uuid4", "random", "sleep", "wait"}
 

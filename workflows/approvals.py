@@ -11,7 +11,7 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
 
-    from durable_agents.activities.contracts import ApprovalDecision, PendingApproval
+    from durable_agents.activities.contracts import ApprovalDecision, PendingApproval, edited_arguments_problem
     from durable_agents.checkpoint.errors import FailureType
     from durable_agents.checkpoint.format import ToolCall, ToolSpec
 
@@ -47,20 +47,10 @@ def validation_problems(error: ValidationError, most: int = 3) -> str:
 
 
 def check_edited_arguments(decision: ApprovalDecision, spec: ToolSpec | None) -> None:
-    """Edited arguments must satisfy the tool's recorded input schema (what the model was
-    given): an invalid edit is refused when it is made, not run as a failing call."""
-    if decision.arguments is None or spec is None or not spec.input_schema:
-        return
-    import jsonschema  # pure validation, loaded only when a person edits arguments
-
-    validator = jsonschema.validators.validator_for(spec.input_schema)(spec.input_schema)
-    error = jsonschema.exceptions.best_match(validator.iter_errors(decision.arguments))
-    if error is not None:
-        where = ".".join(str(p) for p in error.absolute_path) or "the arguments"
-        raise refused(
-            f"edited arguments for {spec.name} do not match its input schema: {where}: {error.message}",
-            decision.approval_id,
-        )
+    """Refuse edited arguments that do not fit the tool's recorded input schema."""
+    problem = edited_arguments_problem(decision, spec)
+    if problem is not None:
+        raise refused(problem, decision.approval_id)
 
 
 class ApprovalGate:
