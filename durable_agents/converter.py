@@ -16,7 +16,7 @@ from temporalio.contrib.pydantic import PydanticPayloadConverter, pydantic_data_
 from temporalio.converter import DataConverter, DefaultFailureConverter, PayloadCodec, PayloadConverter
 from temporalio.exceptions import ApplicationError
 
-from durable_agents.checkpoint.errors import ConfigurationError
+from durable_agents.checkpoint.errors import ConfigurationError, FailureType
 from durable_agents.encryption import EncryptedHistoryUnreadable, EncryptedPayloadRefused, PayloadKeyError
 
 
@@ -42,6 +42,11 @@ def _payload_key_error(exception: BaseException) -> PayloadKeyError | EncryptedH
     return None
 
 
+REFUSALS = frozenset({FailureType.APPROVAL_NOT_PENDING, FailureType.INVALID_DECISION, FailureType.INVALID_RUN_INPUT})
+"""Failures that refuse what a client sent (a decision, a start): their message says it all, and
+a client (the Temporal UI among them) is shown no stack trace of the worker's Python files."""
+
+
 class DurableAgentsFailureConverter(DefaultFailureConverter):
     """Temporal's failure converter, but a payload this process cannot decrypt (a key
     missing, another key under its id) is said plainly at the top of the failure, typed
@@ -53,6 +58,8 @@ class DurableAgentsFailureConverter(DefaultFailureConverter):
     def to_failure(self, exception: BaseException, payload_converter: PayloadConverter, failure: Failure) -> None:
         key_error = _payload_key_error(exception)
         if key_error is None:
+            if isinstance(exception, ApplicationError) and exception.type in REFUSALS:
+                exception = exception.with_traceback(None)  # said to a client: no worker's file paths
             super().to_failure(exception, payload_converter, failure)
             return
         said = ApplicationError(str(key_error), type="EncryptionKeyError").with_traceback(key_error.__traceback__)

@@ -220,6 +220,7 @@ async def test_what_a_run_waits_for_and_says_conforms_to_the_schemas(run_worker,
         assert isinstance(cause, ApplicationError) and cause.type == "InvalidDecisionError"
         assert "amount_cents: 'lots' is not of type 'integer'" in cause.message
         assert cause.details == (pending["approvalId"], cause.message)
+        assert cause.failure is not None and cause.failure.stack_trace == ""  # no Python trace in the UI
 
         outcome = await handle.execute_update("decide", {"approvalId": pending["approvalId"], "approved": True})
         conforms(outcome, "Outcome")
