@@ -20,6 +20,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from durable_agents import AgentClient
 from durable_agents.checkpoint import SqliteStore
+from durable_agents.contract import SHAPES
 from tests.conftest import session_id
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -236,3 +237,21 @@ async def test_durable_agents_worker_loads_the_apps_agent(
         worker.terminate()
         worker.wait(timeout=30)
         log.close()
+
+
+def test_the_wheel_ships_the_wire_contract(bins: Installs, tmp_path: Path):
+    """The contract's reference page and every JSON Schema file are in the installed wheel,
+    and they are the models' current schemas."""
+    probe = (
+        "import durable_agents.contract as c;"
+        "assert c.PAGE.is_file(), c.PAGE;"
+        "assert not c.stale_schemas(), c.stale_schemas();"
+        "print(c.PAGE, len(list(c.SCHEMAS_DIR.glob('*.schema.json'))))"
+    )
+    out = subprocess.run(
+        [str(bins["wheel"] / "python"), "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    page, count = out.stdout.split()
+    assert "site-packages" in page and not page.startswith(str(ROOT))
+    assert int(count) == len(SHAPES)
