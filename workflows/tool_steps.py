@@ -101,7 +101,7 @@ class ToolSteps:
         start = 0
         while start < len(calls):
             gated = next((i for i in range(start, len(calls)) if needs[i]), len(calls))
-            done = await asyncio.gather(*(run_one(i) for i in range(start, gated)))
+            done = await self._run_batch([run_one(i) for i in range(start, gated)])
             recorded = max([recorded, *done])
             if gated == len(calls):
                 break
@@ -116,6 +116,22 @@ class ToolSteps:
         self.state.pending_tool_calls = []
         self.state.pending_arguments = []
         self.state.recorded_positions = []
+
+    async def _run_batch(self, calls: list[Awaitable[int]]) -> list[int]:
+        """Run calls (at most ``tool_concurrency`` at once). Once one fails the run (a
+        ``PropagatingToolError``, a hook that raised, a store that is down), no later call
+        starts and those running are cancelled, so nothing happens after the failure that
+        the resume would not do again in order (the failed call first)."""
+        if not workflow.patched(BATCH_STOPS_PATCH):
+            return list(await asyncio.gather(*calls))
+        tasks = [asyncio.ensure_future(call) for call in calls]
+        try:
+            return list(await asyncio.gather(*tasks))
+        except Exception:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)  # their cancellations, recorded
+            raise
 
     async def _needs_approval(self, calls: list[ToolCall]) -> list[bool]:
         """Which calls a human must decide; a call whose result is already recorded needs none."""
@@ -232,6 +248,10 @@ class ToolSteps:
 
     def _spec(self, call: ToolCall) -> ToolSpec | None:
         return next((t for t in self.config.tools if t.name == call.name), None)
+
+
+BATCH_STOPS_PATCH = "batch-stops-on-failure"
+"""A call that fails the run cancels the rest of its batch (before: the later calls still ran)."""
 
 
 class Batch:
