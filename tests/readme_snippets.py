@@ -6,8 +6,13 @@ Each ```python block in the README is preceded (blank lines aside) by a marker:
     <!-- readme-test: client -->                     client code, run in order
     <!-- readme-test: skip reason="why" -->          a fragment that cannot run alone
 
-An unmarked block, a marker without a block, or a skip without a reason is an
-error, so a new snippet cannot go untested by accident.
+and a ```sh block of ``temporal`` CLI commands (README.md, the wire contract page)
+by ``<!-- readme-test: temporal-cli -->``: ``temporal_cli_blocks`` returns its
+commands, which tests/outside_clients/test_doc_cli_snippets.py runs.
+
+An unmarked python block, a marker without its block (or before another kind of
+block), or a skip without a reason is an error, so a new snippet cannot go
+untested by accident.
 
 Run as a script (``python -P tests/readme_snippets.py …``, cwd = the project),
 this module is the client process: it imports every ``file=`` module, then runs
@@ -35,6 +40,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 PYTHON_LANGS = frozenset({"python", "py", "python3"})
+SHELL_LANGS = frozenset({"sh", "bash", "shell"})
+CLI_MARKER = "temporal-cli"
 FENCE = re.compile(r"^(?P<indent>\s*)(?P<fence>`{3,}|~{3,})\s*(?P<lang>[\w+-]*)")
 MARKER = re.compile(r"^\s*<!--\s*readme-test:(?P<args>.*?)-->\s*$")
 
@@ -56,6 +63,17 @@ class Block:
         return ".".join(parts)
 
 
+@dataclass(frozen=True)
+class CliBlock:
+    """A ``temporal-cli`` block: its commands, each a shell-split argv (``["temporal", …]``)."""
+
+    commands: list[list[str]]
+    lines: list[int]
+    """The Markdown line each command starts on (1-based), one per command."""
+    line: int
+    """The Markdown line of the block's first line (1-based)."""
+
+
 class ReadmeMarkerError(ValueError):
     """The README's blocks are not all marked correctly; the message lists each problem."""
 
@@ -67,6 +85,8 @@ def _parse_marker(args: str, where: str) -> tuple[str, str | None, str | None]:
         raise ReadmeMarkerError(f"{where}: unreadable readme-test marker ({e})") from None
     if words == ["client"]:
         return "client", None, None
+    if words == [CLI_MARKER]:
+        return CLI_MARKER, None, None
     if words and words[0] == "skip":
         fields = dict(w.partition("=")[::2] for w in words[1:])
         reason = fields.get("reason", "").strip()
@@ -80,30 +100,74 @@ def _parse_marker(args: str, where: str) -> tuple[str, str | None, str | None]:
             raise ReadmeMarkerError(f"{where}: file= must be a relative path to a .py file, got {path!r}")
         return "file", path, None
     raise ReadmeMarkerError(
-        f'{where}: unknown readme-test marker {args.strip()!r}: use file=<path>, client or skip reason="…"'
+        f'{where}: unknown readme-test marker {args.strip()!r}: use file=<path>, client, skip reason="…" '
+        f"(python blocks) or {CLI_MARKER} (sh blocks)"
     )
 
 
-def parse(text: str, name: str = "README.md") -> list[Block]:
-    """Every Python block of ``text`` with its marker; raises ``ReadmeMarkerError`` listing all problems."""
+def _what_follows(args: str) -> str:
+    """The kind of block a marker's arguments ask for, for messages: ``python`` or ``sh``."""
+    try:
+        return "sh" if shlex.split(args) == [CLI_MARKER] else "python"
+    except ValueError:
+        return "python"
+
+
+def _split_commands(code: str, first_line: int, name: str, problems: list[str]) -> CliBlock:
+    """A shell block's commands: backslash-continued lines joined, ``# comments`` dropped."""
+    commands: list[list[str]] = []
+    lines: list[int] = []
+    pending, start = "", first_line
+    for offset, raw in enumerate(code.splitlines()):
+        if not pending:
+            start = first_line + offset
+        if raw.rstrip().endswith("\\"):
+            pending += raw.rstrip()[:-1] + " "
+            continue
+        pending += raw
+        try:
+            words = shlex.split(pending, comments=True)
+        except ValueError as e:
+            problems.append(f"{name}:{start}: unreadable shell command ({e})")
+            words = []
+        if words and words[0] != "temporal":
+            problems.append(f"{name}:{start}: a {CLI_MARKER} block runs temporal commands only, not {words[0]!r}")
+        elif words:
+            commands.append(words)
+            lines.append(start)
+        pending = ""
+    if pending.strip():
+        problems.append(f"{name}:{start}: the block ends inside a backslash-continued command")
+    if not commands:
+        problems.append(f"{name}:{first_line}: a {CLI_MARKER} block without a command")
+    return CliBlock(commands=commands, lines=lines, line=first_line)
+
+
+def _scan(text: str, name: str) -> tuple[list[Block], list[CliBlock], list[str]]:
+    """The marked blocks of a Markdown text: python blocks, ``temporal-cli`` blocks, problems."""
     lines = text.splitlines()
     blocks: list[Block] = []
+    cli_blocks: list[CliBlock] = []
     problems: list[str] = []
     marker: tuple[int, str] | None = None  # (line number, args) of a marker not yet used
+
+    def no_block_after(marker: tuple[int, str]) -> str:
+        return f"{name}:{marker[0]}: readme-test marker without a {_what_follows(marker[1])} block after it"
+
     i = 0
     while i < len(lines):
         line = lines[i]
         found = MARKER.match(line)
         if found:
             if marker is not None:
-                problems.append(f"{name}:{marker[0]}: readme-test marker without a python block after it")
+                problems.append(no_block_after(marker))
             marker = (i + 1, found["args"])
             i += 1
             continue
         fence = FENCE.match(line)
         if not fence:
             if line.strip() and marker is not None:
-                problems.append(f"{name}:{marker[0]}: readme-test marker without a python block after it")
+                problems.append(no_block_after(marker))
                 marker = None
             i += 1
             continue
@@ -113,28 +177,56 @@ def parse(text: str, name: str = "README.md") -> list[Block]:
             end += 1
         body = [raw[len(indent) :] if raw.startswith(indent) else raw.lstrip() for raw in lines[i + 1 : end]]
         code = "\n".join(body) + "\n"
+        parsed: tuple[str, str | None, str | None] | None = None
+        if marker is not None:
+            try:
+                parsed = _parse_marker(marker[1], f"{name}:{marker[0]}")
+            except ReadmeMarkerError as e:
+                problems.append(str(e))
         if lang in PYTHON_LANGS:
-            where = f"{name}:{i + 1}"
             if marker is None:
                 problems.append(
-                    f"{where}: python block without a readme-test marker "
+                    f"{name}:{i + 1}: python block without a readme-test marker "
                     '(<!-- readme-test: file=<path> | client | skip reason="…" --> on the line before it)'
                 )
+            elif parsed is not None and parsed[0] == CLI_MARKER:
+                problems.append(f"{name}:{marker[0]}: a {CLI_MARKER} marker goes before a sh block, not a python block")
+            elif parsed is not None:
+                kind, path, reason = parsed
+                blocks.append(Block(kind=kind, code=code, line=i + 2, path=path, reason=reason))
+        elif marker is not None and parsed is not None:
+            if parsed[0] != CLI_MARKER:
+                problems.append(
+                    f"{name}:{marker[0]}: readme-test marker before a {lang or 'plain'} block "
+                    f"(file=, client and skip mark python blocks; {CLI_MARKER} marks sh blocks)"
+                )
+            elif lang not in SHELL_LANGS:
+                problems.append(f"{name}:{marker[0]}: a {CLI_MARKER} marker before a {lang or 'plain'} block, not sh")
             else:
-                try:
-                    kind, path, reason = _parse_marker(marker[1], f"{name}:{marker[0]}")
-                    blocks.append(Block(kind=kind, code=code, line=i + 2, path=path, reason=reason))
-                except ReadmeMarkerError as e:
-                    problems.append(str(e))
-        elif marker is not None:
-            problems.append(f"{name}:{marker[0]}: readme-test marker before a {lang or 'plain'} block")
+                cli_blocks.append(_split_commands(code, i + 2, name, problems))
         marker = None
         i = end + 1
     if marker is not None:
-        problems.append(f"{name}:{marker[0]}: readme-test marker without a python block after it")
+        problems.append(no_block_after(marker))
+    return blocks, cli_blocks, problems
+
+
+def parse(text: str, name: str = "README.md") -> list[Block]:
+    """Every Python block of ``text`` with its marker; raises ``ReadmeMarkerError`` listing all problems."""
+    blocks, _, problems = _scan(text, name)
     if problems:
         raise ReadmeMarkerError("\n".join(problems))
     return blocks
+
+
+def temporal_cli_blocks(text: str, name: str = "README.md") -> list[CliBlock]:
+    """The ``temporal-cli`` blocks of a Markdown text, each as its list of commands (shell-split:
+    backslash-continued lines joined, ``# comments`` dropped); raises ``ReadmeMarkerError``
+    listing every marker problem of the text."""
+    _, cli_blocks, problems = _scan(text, name)
+    if problems:
+        raise ReadmeMarkerError("\n".join(problems))
+    return cli_blocks
 
 
 def compile_block(block: Block, filename: str) -> types.CodeType:

@@ -28,7 +28,14 @@ from temporalio.testing import WorkflowEnvironment
 
 from durable_agents.checkpoint import CheckpointStatus, Role, SqliteStore
 from tests.fakes.llm_server import FakeLLMServer
-from tests.readme_snippets import Block, ReadmeMarkerError, compile_block, parse, write_project
+from tests.readme_snippets import (
+    Block,
+    ReadmeMarkerError,
+    compile_block,
+    parse,
+    temporal_cli_blocks,
+    write_project,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -77,10 +84,33 @@ def test_the_parser_refuses_unmarked_or_badly_marked_blocks():
         "<!-- readme-test: client -->\nSome text.\n```python\nx\n```\n": "without a python block",
         "<!-- readme-test: client -->\n```sh\nls\n```\n": "before a sh block",
         "text\n<!-- readme-test: client -->\n": "without a python block",
+        "<!-- readme-test: temporal-cli -->\n```python\nx\n```\n": "goes before a sh block, not a python block",
+        "<!-- readme-test: temporal-cli -->\n```json\n{}\n```\n": "before a json block, not sh",
+        "<!-- readme-test: temporal-cli -->\nSome text.\n": "without a sh block",
+        "<!-- readme-test: temporal-cli -->\n```sh\nls -l\n```\n": "temporal commands only",
+        "<!-- readme-test: temporal-cli -->\n```sh\ntemporal workflow list \\\n```\n": "backslash-continued",
+        "<!-- readme-test: temporal-cli -->\n```sh\ntemporal workflow list --query 'x\n```\n": "unreadable",
     }
     for text, needle in bad.items():
         with pytest.raises(ReadmeMarkerError, match=needle):
             parse(text)
+
+
+def test_temporal_cli_blocks_are_read_as_commands():
+    text = "Intro.\n\n<!-- readme-test: temporal-cli -->\n```sh\n"
+    text += 'temporal workflow start --workflow-id w-1 \\\n  --input \'{"a": "b c"}\'   # starts it\n'
+    text += '\n# a comment line\ntemporal workflow result --workflow-id w-1  # {"finishReason": …}\n```\n'
+    text += "\n```sh\nmake test\n```\n"  # an unmarked sh block is documentation, not a snippet
+    (block,) = temporal_cli_blocks(text, "doc.md")
+    assert block.commands == [
+        ["temporal", "workflow", "start", "--workflow-id", "w-1", "--input", '{"a": "b c"}'],
+        ["temporal", "workflow", "result", "--workflow-id", "w-1"],
+    ]
+    assert (block.line, block.lines) == (5, [5, 9])
+    assert parse(text) == []  # parse() gives the python blocks only
+    for doc in (README, ROOT / "durable_agents" / "contract" / "wire-contract.md"):
+        blocks = temporal_cli_blocks(doc.read_text(), doc.name)
+        assert blocks and all(b.commands[0][:3] == ["temporal", "workflow", "start"] for b in blocks), blocks
 
 
 # -- the tour, run (a Temporal server, a worker process, a client process) ---------------
