@@ -71,7 +71,7 @@ async def _step_bytes(env, sid: str, first_run_id: str) -> tuple[int, int]:
 @pytest.mark.slow
 async def test_history_bytes_per_step_stay_flat_over_300_steps_and_streaming_adds_little(run_worker, store, env):
     """Two 300-step sessions at once, streaming off and on: bytes/step at step 300 within
-    1.5x of step 30, no payload carries the transcript, and deltas and step events go to
+    10 % of step 30 (each step's pending calls' arguments travel bounded, for queries), no payload carries the transcript, and deltas and step events go to
     the store's event log, never through Temporal history (within 1.5x of streaming off)."""
     plain, streamed = session_id(), session_id()
     async with run_worker([long_agent]) as client:
@@ -95,5 +95,5 @@ async def test_history_bytes_per_step_stay_flat_over_300_steps_and_streaming_add
         f"\nhistory bytes/step (runs = {runs}): step 30 = {before[0]}, step 300 = {before[1]}; "
         f"streaming on: step 30 = {after[0]}, step 300 = {after[1]}"
     )
-    assert before[1] <= 1.5 * before[0] and after[1] <= 1.5 * after[0]  # flat
+    assert before[1] <= 1.1 * before[0] and after[1] <= 1.1 * after[0]  # flat: within 10 %
     assert after[0] <= 1.5 * before[0] and after[1] <= 1.5 * before[1]
