@@ -131,6 +131,24 @@ def assert_finished(summary: dict, sid: str) -> None:
     assert charges_of(sid) == [{"amount_cents": AMOUNT_CENTS, "recipient": RECIPIENT}], charges_of(sid)
 
 
+async def decide(o: Outside, sid: str, payload: str, *more: str) -> Ran:
+    """``temporal workflow update execute --name decide`` with one payload."""
+    return await cli(
+        o,
+        "workflow",
+        "update",
+        "execute",
+        "--workflow-id",
+        sid,
+        "--name",
+        "decide",
+        "--input",
+        payload,
+        *more,
+        timeout=15.0,
+    )
+
+
 def approve_payload(approval_id: str, **more: Any) -> str:
     return json.dumps({"approvalId": approval_id, "approved": True, "decidedBy": "temporal-cli", **more})
 
@@ -163,21 +181,7 @@ async def test_decide_update_with_the_temporal_cli(outside: Outside):
     await start(outside, sid, run_input(sid))
     pending = await wait_pending(outside, sid)
 
-    ran = await cli(
-        outside,
-        "workflow",
-        "update",
-        "execute",
-        "--workflow-id",
-        sid,
-        "--name",
-        "decide",
-        "--input",
-        approve_payload(pending["approvalId"], note="ok"),
-        "-o",
-        "json",
-        timeout=15.0,
-    )
+    ran = await decide(outside, sid, approve_payload(pending["approvalId"], note="ok"), "-o", "json")
     assert ran.returncode == 0, f"the decide update failed: {ran}; {await outside.diagnose(sid)}"
     outcome = ran.json().get("result")
     assert isinstance(outcome, dict) and "summary" in outcome and outcome.get("handoff") is None, ran.stdout
@@ -194,19 +198,7 @@ async def test_decide_with_arguments_failing_the_tools_schema_is_refused(outside
     pending = await wait_pending(outside, sid)
 
     edited = {"amount_cents": "lots", "recipient": RECIPIENT}
-    ran = await cli(
-        outside,
-        "workflow",
-        "update",
-        "execute",
-        "--workflow-id",
-        sid,
-        "--name",
-        "decide",
-        "--input",
-        approve_payload(pending["approvalId"], arguments=edited),
-        timeout=15.0,
-    )
+    ran = await decide(outside, sid, approve_payload(pending["approvalId"], arguments=edited))
     assert ran.returncode != 0, (
         f"decide with arguments that fail charge_card's schema ({edited}) was accepted: {ran}; "
         f"charge_card ran with {charges_of(sid)}"
@@ -225,19 +217,7 @@ async def test_decide_for_an_unknown_approval_is_refused(outside: Outside):
     await start(outside, sid, run_input(sid))
     pending = await wait_pending(outside, sid)
 
-    ran = await cli(
-        outside,
-        "workflow",
-        "update",
-        "execute",
-        "--workflow-id",
-        sid,
-        "--name",
-        "decide",
-        "--input",
-        approve_payload("no-such-approval"),
-        timeout=15.0,
-    )
+    ran = await decide(outside, sid, approve_payload("no-such-approval"))
     assert ran.returncode != 0 and "no-such-approval" in ran.stderr, ran
     await assert_query_answers(outside, sid, "a decide for an unknown id", pending["approvalId"])
     await signal_approve(outside, sid, approve_payload(pending["approvalId"]))
