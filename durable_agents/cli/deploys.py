@@ -56,7 +56,7 @@ async def cmd_migrate(args: argparse.Namespace) -> int:
     client = await client_of(args)
     moved = await client.migrate(args.session, args.to, deployment=args.deployment)
     if args.json:
-        print_json(moved.model_dump(mode="json"))
+        print_json(moved.model_dump(mode="json", by_alias=True))  # the wire contract's casing
         return 0
     drift = moved.drift.describe() if moved.drift else "none"
     print(f"session {args.session} moved from {moved.from_build or '(no build)'} to {moved.to_build}")
