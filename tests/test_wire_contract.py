@@ -47,7 +47,7 @@ from durable_agents.contract import (
     stale_schemas,
     write_schemas,
 )
-from durable_agents.workflows.contracts import MAX_INLINE_INPUT_BYTES, run_input
+from durable_agents.workflows.contracts import MAX_INLINE_INPUT_BYTES, InvalidRunInput, run_input
 from tests.conftest import session_id
 from tests.outside_clients import agents as outside
 
@@ -132,11 +132,10 @@ def test_the_pages_start_input_is_valid_input():
     ],
 )
 def test_bad_run_input_is_one_error_that_names_the_field(raw: Any, workflow_id: str, said: str):
-    with pytest.raises(ApplicationError) as caught:
+    with pytest.raises(InvalidRunInput) as caught:
         run_input(raw, workflow_id)
-    assert caught.value.type == FailureType.INVALID_RUN_INPUT and caught.value.non_retryable
-    assert said in caught.value.message
-    assert "\n" not in caught.value.message
+    assert said in str(caught.value)
+    assert "\n" not in str(caught.value)
 
 
 def test_a_value_over_its_bound_becomes_a_marker_with_its_start():

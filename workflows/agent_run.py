@@ -29,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_agents.activities.events import EventActivities
     from durable_agents.activities.model import ModelActivities
     from durable_agents.activities.session import SessionActivities
+    from durable_agents.checkpoint.errors import FailureType
     from durable_agents.checkpoint.format import (
         CheckpointStatus,
         FinishReason,
@@ -44,6 +45,7 @@ with workflow.unsafe.imports_passed_through():
         AGENT_RUN_WORKFLOW,
         AgentRunInput,
         Handoff,
+        InvalidRunInput,
         Outcome,
         ResumePoint,
         RunSummary,
@@ -146,10 +148,10 @@ class AgentRunWorkflow(SubagentSteps):
         once with one readable error (decoded by the SDK, it would fail every workflow task)."""
         try:
             self._inp = inp = run_input(raw, workflow.info().workflow_id)
-        except ApplicationError:
+        except InvalidRunInput as e:
             self._handoff = "failed"
             await workflow.wait_condition(workflow.all_handlers_finished)
-            raise
+            raise ApplicationError(str(e), type=FailureType.INVALID_RUN_INPUT, non_retryable=True) from None
         try:
             return await self._run()
         except (ActivityError, ApplicationError) as e:

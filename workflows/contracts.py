@@ -5,11 +5,9 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import Field, ValidationError
-from temporalio.exceptions import ApplicationError
 
 from durable_agents.activities.contracts import ApprovalDecision, RunState
 from durable_agents.activities.subagent_contracts import SubagentParent
-from durable_agents.checkpoint.errors import FailureType
 from durable_agents.checkpoint.fingerprint import AgentDrift
 from durable_agents.checkpoint.format import (
     FinishReason,
@@ -106,10 +104,15 @@ class Outcome(FormatModel):
     handoff: Handoff | None = None
 
 
+class InvalidRunInput(ValueError):
+    """What is wrong with an ``AgentRun``'s input, in one line (the run fails with it at once,
+    as ``InvalidRunInputError``)."""
+
+
 def run_input(raw: Any, workflow_id: str) -> AgentRunInput:
-    """An ``AgentRun`` workflow's input, checked: the run fails at once (``InvalidRunInputError``,
-    the message naming the field) on input that does not validate, a session id that is not the
-    workflow id (the id rule: one live run per session), or inline input over its limit."""
+    """An ``AgentRun`` workflow's input, checked: ``InvalidRunInput`` naming the field for input
+    that does not validate, a session id that is not the workflow id (the id rule: one live run
+    per session), or inline input over its limit."""
     try:
         inp = AgentRunInput.model_validate(raw)
     except ValidationError as e:
@@ -134,5 +137,5 @@ def run_input(raw: Any, workflow_id: str) -> AgentRunInput:
     return inp
 
 
-def _invalid(message: str) -> ApplicationError:
-    return ApplicationError(message, type=FailureType.INVALID_RUN_INPUT, non_retryable=True)
+def _invalid(message: str) -> InvalidRunInput:
+    return InvalidRunInput(message)

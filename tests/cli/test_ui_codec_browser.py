@@ -75,7 +75,7 @@ def test_the_ui_shows_the_input_decrypted_only_with_the_codec_server(tmp_path):
         text = visible_text(browse(link, tmp_path / "profile-1", decoded_png))
         assert sid in text and "Completed" in text, text[:2000]
         # the run's input, decrypted (the UI renders it as JSON tokens)
-        assert f'"store_location" : "{cli.store_path}"' in text and '"agent" : "booker"' in text, text[:3000]
+        assert f'"storeLocation" : "{cli.store_path}"' in text and '"agent" : "booker"' in text, text[:3000]
     finally:
         stop(server)
 
