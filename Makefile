@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-unit lint bench clean
+.PHONY: install demo test test-unit lint docs bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -33,6 +33,11 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	PYTHON=$(BIN)/python bash scripts/typecheck.sh
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+# the docs site, served locally (http://127.0.0.1:8000); nothing is fetched
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
 
 bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[bench]' || echo "bench extra not installed: compare.py runs without Pydantic AI"

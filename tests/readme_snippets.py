@@ -1,22 +1,23 @@
-"""The README's Python blocks, as a test reads and runs them.
+"""The Python blocks of the README and of the docs' pages, as a test reads and runs them.
 
-Each ```python block in the README is preceded (blank lines aside) by a marker:
+Each ```python block in a page is preceded (blank lines aside) by a marker:
 
     <!-- readme-test: file=myapp/agents.py -->      a module of the user's project
     <!-- readme-test: client -->                     client code, run in order
     <!-- readme-test: skip reason="why" -->          a fragment that cannot run alone
 
-and a ```sh block of ``temporal`` CLI commands (README.md, the wire contract page)
-by ``<!-- readme-test: temporal-cli -->``: ``temporal_cli_blocks`` returns its
+and a ```sh block of ``temporal`` CLI commands (README.md, docs/tutorial.md, the wire
+contract page) by ``<!-- readme-test: temporal-cli -->``: ``temporal_cli_blocks`` returns its
 commands, which tests/outside_clients/test_doc_cli_snippets.py runs.
 
 An unmarked python block, a marker without its block (or before another kind of
 block), or a skip without a reason is an error, so a new snippet cannot go
 untested by accident.
 
-Run as a script (``python -P tests/readme_snippets.py …``, cwd = the project),
-this module is the client process: it imports every ``file=`` module, then runs
-the ``client`` blocks in order in one namespace with top-level-await semantics
+Several pages may make one project (``parse_pages``): their blocks in the order of
+the pages, a page's in its order. Run as a script (``python -P tests/readme_snippets.py
+…``, cwd = the project), this module is the client process: it imports every ``file=``
+module of its pages, then runs the ``client`` blocks in order in one namespace with top-level-await semantics
 (as ``python -m asyncio`` does), and writes what each block left in ``result``
 to a JSON trace. It imports nothing from ``tests``.
 """
@@ -51,9 +52,11 @@ class Block:
     kind: str  # "file" | "client" | "skip"
     code: str
     line: int
-    """The README line of the block's first line of code (1-based)."""
+    """The page's line of the block's first line of code (1-based)."""
     path: str | None = None
     reason: str | None = None
+    doc: str = "README.md"
+    """The page the block is on, as its messages and tracebacks name it."""
 
     @property
     def module(self) -> str:
@@ -75,7 +78,7 @@ class CliBlock:
 
 
 class ReadmeMarkerError(ValueError):
-    """The README's blocks are not all marked correctly; the message lists each problem."""
+    """A page's blocks are not all marked correctly; the message lists each problem."""
 
 
 def _parse_marker(args: str, where: str) -> tuple[str, str | None, str | None]:
@@ -193,7 +196,7 @@ def _scan(text: str, name: str) -> tuple[list[Block], list[CliBlock], list[str]]
                 problems.append(f"{name}:{marker[0]}: a {CLI_MARKER} marker goes before a sh block, not a python block")
             elif parsed is not None:
                 kind, path, reason = parsed
-                blocks.append(Block(kind=kind, code=code, line=i + 2, path=path, reason=reason))
+                blocks.append(Block(kind=kind, code=code, line=i + 2, path=path, reason=reason, doc=name))
         elif marker is not None and parsed is not None:
             if parsed[0] != CLI_MARKER:
                 problems.append(
@@ -219,6 +222,20 @@ def parse(text: str, name: str = "README.md") -> list[Block]:
     return blocks
 
 
+def parse_pages(pages: list[Path], root: Path) -> list[Block]:
+    """The Python blocks of several pages that make one project, in the order of ``pages``
+    (each named by its path under ``root``); raises ``ReadmeMarkerError`` listing every problem."""
+    blocks: list[Block] = []
+    problems: list[str] = []
+    for page in pages:
+        found, _, wrong = _scan(page.read_text(), page.relative_to(root).as_posix())
+        blocks += found
+        problems += wrong
+    if problems:
+        raise ReadmeMarkerError("\n".join(problems))
+    return blocks
+
+
 def temporal_cli_blocks(text: str, name: str = "README.md") -> list[CliBlock]:
     """The ``temporal-cli`` blocks of a Markdown text, each as its list of commands (shell-split:
     backslash-continued lines joined, ``# comments`` dropped); raises ``ReadmeMarkerError``
@@ -230,7 +247,7 @@ def temporal_cli_blocks(text: str, name: str = "README.md") -> list[CliBlock]:
 
 
 def compile_block(block: Block, filename: str) -> types.CodeType:
-    """The block's code, its line numbers those of the README (tracebacks point there)."""
+    """The block's code, its line numbers those of its page (tracebacks point there)."""
     flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT if block.kind == "client" else 0
     return compile("\n" * (block.line - 1) + block.code, filename, "exec", flags=flags, dont_inherit=True)
 
@@ -243,7 +260,7 @@ def write_project(blocks: list[Block], project: Path) -> list[Path]:
             continue
         target = project / (block.path or "")
         if target in written:
-            raise ReadmeMarkerError(f"two README blocks are file={block.path}")
+            raise ReadmeMarkerError(f"two blocks are file={block.path} (the second on {block.doc}:{block.line})")
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(block.code)
         written.append(target)
@@ -258,17 +275,17 @@ def _summary(value: Any) -> Any:
     return value.model_dump(mode="json") if isinstance(value, BaseModel) else None
 
 
-async def _run_client(readme: Path, trace_path: Path, block_timeout: float) -> None:
-    blocks = parse(readme.read_text(), readme.name)
+async def _run_client(pages: list[Path], root: Path, trace_path: Path, block_timeout: float) -> None:
+    blocks = parse_pages(pages, root)
     for block in blocks:
         if block.kind == "file":
             importlib.import_module(block.module)  # a module no worker loads must import too
     namespace: dict[str, Any] = {"__name__": "__readme__", "__builtins__": __builtins__}
     trace: dict[str, Any] = {"blocks": []}
     for block in (b for b in blocks if b.kind == "client"):
-        entry: dict[str, Any] = {"line": block.line, "code": block.code}
+        entry: dict[str, Any] = {"doc": block.doc, "line": block.line, "code": block.code}
         trace["blocks"].append(entry)
-        run = types.FunctionType(compile_block(block, str(readme)), namespace)()
+        run = types.FunctionType(compile_block(block, str(root / block.doc)), namespace)()
         if inspect.isawaitable(run):
             await asyncio.wait_for(run, block_timeout)
         entry["result"] = _summary(namespace.get("result"))
@@ -282,7 +299,7 @@ async def _run_client(readme: Path, trace_path: Path, block_timeout: float) -> N
 
 
 async def _run_plain(spec: str, address: str, task_queue: str, session_id: str, text: str, timeout: float) -> dict:
-    """Run the README's plain-temporalio worker entry point and one run through it."""
+    """Run the docs' plain-temporalio worker entry point and one run through it."""
     from temporalio.client import Client
 
     from durable_agents import AgentClient, DurableAgentsPlugin
@@ -308,19 +325,21 @@ async def _run_plain(spec: str, address: str, task_queue: str, session_id: str, 
 
 
 def main(argv: list[str]) -> int:
-    """``client README TRACE TASK_QUEUE [--plain MODULE:FUNC SESSION TEXT]`` (cwd = the project)."""
-    readme, trace_path, task_queue = Path(argv[0]), Path(argv[1]), argv[2]
+    """``client ROOT PAGES TRACE TASK_QUEUE [--plain MODULE:FUNC SESSION TEXT]`` (cwd = the project;
+    PAGES: the pages' paths under ROOT, joined by ``os.pathsep``)."""
+    root, trace_path, task_queue = Path(argv[0]), Path(argv[2]), argv[3]
+    pages = [root / page for page in argv[1].split(os.pathsep)]
     from durable_agents import AgentClient
 
-    # The README connects with the default task queue; the test's worker has a
+    # The pages connect with the default task queue; the test's worker has a
     # fresh one, so no other worker of the session's server takes its runs.
     AgentClient.connect.__func__.__kwdefaults__["task_queue"] = task_queue
 
     async def everything() -> None:
-        await _run_client(readme, trace_path, block_timeout=90)
-        if len(argv) > 3 and argv[3] == "--plain":
+        await _run_client(pages, root, trace_path, block_timeout=90)
+        if len(argv) > 4 and argv[4] == "--plain":
             address = os.environ["TEMPORAL_ADDRESS"]
-            plain = await _run_plain(argv[4], address, f"{task_queue}-plain", argv[5], argv[6], timeout=90)
+            plain = await _run_plain(argv[5], address, f"{task_queue}-plain", argv[6], argv[7], timeout=90)
             trace = json.loads(trace_path.read_text())
             trace["plain"] = plain
             trace_path.write_text(json.dumps(trace, indent=1, default=str))

@@ -1,26 +1,38 @@
-"""The README's Python snippets, run as written.
+"""The Python snippets of the docs and of the README, run as written.
 
-The ``file=`` blocks are written into a fresh project; ``durable-agents worker
---agent myapp.agents:booker`` runs there (cwd and PYTHONPATH = the project)
-against the session's Temporal dev server, its real Anthropic SDK pointed at
-``FakeLLMServer``; the ``client`` blocks run in order in a separate process
-(``tests/readme_snippets.py``) with ``TEMPORAL_ADDRESS`` set, so
-``AgentClient.connect(store=SqliteStore(".durable-agents/store.db"))`` reaches
-the same server and store. Then the README's plain-temporalio worker runs one
-more session. The checks are what a reader relies on: the run pauses for
-approval, approving continues it, the card is charged once, fork and inspect
-work.
+Two projects, each run the same way:
+
+- **the tour** (``TOUR``): docs/tutorial.md, then the how-to pages with Python blocks,
+  in the site's order, make one project (``myapp/``). Their ``file=`` blocks are written
+  into a fresh folder; ``durable-agents worker --agent myapp.agents:booker --agent
+  myapp.team:planner`` runs there (cwd and PYTHONPATH = the project) against the
+  session's Temporal dev server, its real Anthropic SDK pointed at ``FakeLLMServer``;
+  the ``client`` blocks run in page order in a separate process
+  (``tests/readme_snippets.py``) with ``TEMPORAL_ADDRESS`` set, so
+  ``AgentClient.connect(store=SqliteStore(".durable-agents/store.db"))`` reaches the same
+  server and store. Then how-to/temporal-app.md's plain-temporalio worker runs one more
+  session. The checks are what a reader relies on: the run pauses for approval,
+  approving continues it, the card is charged once, fork and inspect work, a
+  sub-agent's approval pauses its parent, a stream replays.
+- **the README's example** (``quickstart/``): its agent, a worker for it, and its
+  client block: the run pauses for approval, approving books the table once.
+
+Every other page of docs/ has no Python block (a test says so), so none goes untested;
+the ``temporal-cli`` blocks run in tests/outside_clients/test_doc_cli_snippets.py.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -33,12 +45,31 @@ from tests.readme_snippets import (
     ReadmeMarkerError,
     compile_block,
     parse,
+    parse_pages,
     temporal_cli_blocks,
     write_project,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+TOUR = [
+    DOCS / page
+    for page in (
+        "tutorial.md",
+        "how-to/providers.md",
+        "how-to/context.md",
+        "how-to/multimodal.md",
+        "how-to/structured-output.md",
+        "how-to/mcp.md",
+        "how-to/hooks.md",
+        "how-to/subagents.md",
+        "how-to/streaming.md",
+        "how-to/temporal-app.md",
+        "how-to/testing.md",
+    )
+]
+"""The pages whose blocks make the tour's one project, in order (the site's order)."""
 RUNNER = Path(__file__).resolve().parent / "readme_snippets.py"
 BIN = Path(sys.executable).parent
 API_KEY = "readme-test-key"
@@ -46,23 +77,44 @@ MAX_SKIPS = 2
 """Skipped blocks are the exception: each one is a snippet nobody runs."""
 
 
+def tour_blocks() -> list[Block]:
+    return parse_pages(TOUR, ROOT)
+
+
 def readme_blocks() -> list[Block]:
-    return parse(README.read_text(), README.name)
+    return parse_pages([README], ROOT)
 
 
 # -- the markers (no server) -------------------------------------------------------------
-def test_every_python_block_is_marked_and_compiles():
-    blocks = readme_blocks()
+@pytest.mark.parametrize("project", ["tour", "readme"])
+def test_every_python_block_is_marked_and_compiles(project: str):
+    blocks = tour_blocks() if project == "tour" else readme_blocks()
     kinds = [b.kind for b in blocks]
     assert kinds.count("file") >= 1 and kinds.count("client") >= 1, kinds
     assert kinds.count("skip") <= MAX_SKIPS, [b.reason for b in blocks if b.kind == "skip"]
     for block in blocks:
         if block.kind == "skip":
             continue
-        compile_block(block, str(README))  # a SyntaxError names the README line
+        compile_block(block, block.doc)  # a SyntaxError names the page and line
         first = block.code.splitlines()[0]
         if block.kind == "file" and first.startswith("# ") and first.split()[1].endswith(".py"):
-            assert first.split()[1] == block.path, f"README.md:{block.line}: comment names another file"
+            assert first.split()[1] == block.path, f"{block.doc}:{block.line}: comment names another file"
+
+
+def test_every_docs_page_with_python_blocks_is_run():
+    """A page outside the tour may hold no Python block: it would go untested."""
+    pages = sorted(DOCS.rglob("*.md"))
+    assert len(pages) >= 20, pages
+    with_blocks = {page for page in pages if parse_pages([page], ROOT)}
+    assert with_blocks <= set(TOUR), sorted(str(p.relative_to(ROOT)) for p in with_blocks - set(TOUR))
+    assert all(parse_pages([page], ROOT) for page in TOUR), "a tour page without blocks: take it out of TOUR"
+
+
+def test_the_api_reference_lists_every_public_name():
+    import durable_agents
+
+    listed = re.findall(r"^::: durable_agents\.(\w+)$", (DOCS / "reference" / "api.md").read_text(), re.M)
+    assert sorted(listed) == sorted(durable_agents.__all__)
 
 
 def test_the_parser_refuses_unmarked_or_badly_marked_blocks():
@@ -108,7 +160,7 @@ def test_temporal_cli_blocks_are_read_as_commands():
     ]
     assert (block.line, block.lines) == (5, [5, 9])
     assert parse(text) == []  # parse() gives the python blocks only
-    for doc in (README, ROOT / "durable_agents" / "contract" / "wire-contract.md"):
+    for doc in (README, DOCS / "tutorial.md", ROOT / "durable_agents" / "contract" / "wire-contract.md"):
         blocks = temporal_cli_blocks(doc.read_text(), doc.name)
         assert blocks and all(b.commands[0][:3] == ["temporal", "workflow", "start"] for b in blocks), blocks
 
@@ -128,7 +180,7 @@ def start_worker(cmd: list[str], project: Path, env: dict[str, str], log: Path) 
     while "worker for" not in log.read_text():
         if proc.poll() is not None or time.monotonic() > deadline:
             stop(proc)
-            pytest.fail(f"the README's worker did not start:\n{log.read_text()}")
+            pytest.fail(f"the snippets' worker did not start:\n{log.read_text()}")
         time.sleep(0.1)
     return proc
 
@@ -149,67 +201,124 @@ def tool_results(store: SqliteStore, session_id: str) -> list[tuple[str, object]
     ]
 
 
-def test_the_readme_tour_runs_as_written(env: WorkflowEnvironment, tmp_path: Path):
-    blocks = readme_blocks()
+@dataclass
+class SnippetRun:
+    """What one project's client process did, and what to print when a check fails."""
+
+    trace: dict
+    stdout: str
+    requests: list[dict]
+    """The Anthropic requests the worker's SDK sent to the fake."""
+    store_path: Path
+    context: str
+
+
+def run_snippets(
+    env: WorkflowEnvironment,
+    tmp_path: Path,
+    pages: list[Path],
+    agents: list[str],
+    replies: Callable[[FakeLLMServer], None],
+    plain: list[str] | None = None,
+) -> SnippetRun:
+    """Write the pages' ``file=`` blocks into a project, start ``durable-agents worker`` for
+    ``agents`` there, run the pages' ``client`` blocks in a client process (then ``plain``:
+    ``[MODULE:FUNC, SESSION, TEXT]`` for a plain-temporalio worker's run), stop the worker."""
     project = tmp_path / "project"
     project.mkdir()
-    write_project(blocks, project)
+    write_project(parse_pages(pages, ROOT), project)
     address = env.client.service_client.config.target_host
     task_queue = f"readme-{uuid.uuid4().hex[:8]}"
     store_path = project / ".durable-agents" / "store.db"
     log, trace_path = tmp_path / "worker.log", tmp_path / "trace.json"
 
     with FakeLLMServer() as llm:
-        # What the tour's model says, in the order the tour asks.
-        llm.anthropic.reply_tool_calls([("get_weather", {"city": "Rome"}, "toolu_1")], text="Checking the sky.")
-        llm.anthropic.reply_tool_calls([("charge_card", {"amount_cents": 4000}, "toolu_2")], text="Deposit next.")
-        llm.anthropic.reply_text("Booked: a table for 2 tonight, deposit paid.")
-        llm.anthropic.reply_text("It will rain, so I booked a table indoors.")  # the resumed fork
-        llm.anthropic.reply_text(STREAMED)  # the Streaming section's run, streamed (server-sent events)
-        llm.stream_delay = 0.01  # its 13 deltas arrive over 0.13 s, as a model's would
-        llm.anthropic.reply_text("Booked: a table for 4 tomorrow.")  # the plain-temporalio worker's run
-
+        replies(llm)
         worker_cmd = [
             str(BIN / "durable-agents"),
             *("--address", address, "--task-queue", task_queue, "--store", f"sqlite:///{store_path}"),
-            *("worker", "--agent", "myapp.agents:booker", "--agent", "myapp.team:planner"),
+            "worker",
+            *(arg for agent in agents for arg in ("--agent", agent)),
         ]
-        worker_env = project_env(project, ANTHROPIC_BASE_URL=llm.anthropic_base_url, ANTHROPIC_API_KEY=API_KEY)
-        worker = start_worker(worker_cmd, project, worker_env, log)
+        fake_env = {"ANTHROPIC_BASE_URL": llm.anthropic_base_url, "ANTHROPIC_API_KEY": API_KEY}
+        worker = start_worker(worker_cmd, project, project_env(project, **fake_env), log)
         try:
-            client_cmd = [sys.executable, "-P", str(RUNNER), str(README), str(trace_path), task_queue]
-            client_cmd += ["--plain", "myapp.temporal_app:run_worker", "chat-43", "Book a table for 4 tomorrow"]
-            plain_env = {"ANTHROPIC_BASE_URL": llm.anthropic_base_url, "ANTHROPIC_API_KEY": API_KEY}
+            client_cmd = [sys.executable, "-P", str(RUNNER), str(ROOT)]
+            client_cmd += [os.pathsep.join(str(p.relative_to(ROOT)) for p in pages), str(trace_path), task_queue]
+            client_cmd += ["--plain", *plain] if plain else []
             try:
                 ran = subprocess.run(
                     client_cmd,
                     cwd=project,
-                    env=project_env(project, TEMPORAL_ADDRESS=address, **plain_env),
+                    env=project_env(project, TEMPORAL_ADDRESS=address, **fake_env),
                     capture_output=True,
                     text=True,
                     timeout=300,
                 )
             except subprocess.TimeoutExpired as e:
-                pytest.fail(
-                    f"the README's client snippets hung:\n{e.stdout}\n{e.stderr}\n--- worker ---\n{log.read_text()}"
-                )
+                pytest.fail(f"the client snippets hung:\n{e.stdout}\n{e.stderr}\n--- worker ---\n{log.read_text()}")
             requests = [r for r in llm.requests if r["path"] == "/v1/messages"]
         finally:
             stop(worker)
 
-    def context() -> str:
-        trace = trace_path.read_text() if trace_path.exists() else "(no trace)"
-        return (
-            f"\n--- client stdout ---\n{ran.stdout}\n--- client stderr ---\n{ran.stderr}"
-            f"\n--- worker log ---\n{log.read_text()}\n--- trace ---\n{trace[-4000:]}"
-        )
+    trace = trace_path.read_text() if trace_path.exists() else "(no trace)"
+    context = (
+        f"\n--- client stdout ---\n{ran.stdout}\n--- client stderr ---\n{ran.stderr}"
+        f"\n--- worker log ---\n{log.read_text()}\n--- trace ---\n{trace[-4000:]}"
+    )
+    exit_code = ran.returncode  # (not ran.returncode in the assert: pytest would print all of ran)
+    assert exit_code == 0, f"the client snippets failed (exit {exit_code}){context}"
+    return SnippetRun(json.loads(trace), ran.stdout, requests, store_path, context)
 
+
+def tour_replies(llm: FakeLLMServer) -> None:
+    """What the tour's model says, in the order the tour asks."""
+    llm.anthropic.reply_tool_calls([("get_weather", {"city": "Rome"}, "toolu_1")], text="Checking the sky.")
+    llm.anthropic.reply_tool_calls([("charge_card", {"amount_cents": 4000}, "toolu_2")], text="Deposit next.")
+    llm.anthropic.reply_text("Booked: a table for 2 tonight, deposit paid.")
+    llm.anthropic.reply_text("It will rain, so I booked a table indoors.")  # the resumed fork
+    llm.anthropic.reply_text(STREAMED)  # the Streaming page's run, streamed (server-sent events)
+    llm.stream_delay = 0.01  # its 13 deltas arrive over 0.13 s, as a model's would
+    llm.anthropic.reply_text("Booked: a table for 4 tomorrow.")  # the plain-temporalio worker's run
+
+
+def test_the_docs_tour_runs_as_written(env: WorkflowEnvironment, tmp_path: Path):
+    run = run_snippets(
+        env,
+        tmp_path,
+        TOUR,
+        ["myapp.agents:booker", "myapp.team:planner"],
+        tour_replies,
+        plain=["myapp.temporal_app:run_worker", "chat-43", "Book a table for 4 tomorrow"],
+    )
     try:
-        exit_code = ran.returncode  # (not ran.returncode in the assert: pytest would print all of ran)
-        assert exit_code == 0, f"the README's client snippets failed (exit {exit_code})"
-        check_tour(json.loads(trace_path.read_text()), ran.stdout, requests, store_path)
+        check_tour(run.trace, run.stdout, run.requests, run.store_path)
     except (AssertionError, LookupError, ValueError, TypeError) as e:  # a check failed, or the trace lacks a part
-        raise AssertionError(f"{type(e).__name__}: {e}{context()}") from e
+        raise AssertionError(f"{type(e).__name__}: {e}{run.context}") from e
+
+
+def test_the_readme_example_runs_as_written(env: WorkflowEnvironment, tmp_path: Path):
+    def replies(llm: FakeLLMServer) -> None:
+        llm.anthropic.reply_tool_calls([("book_table", {"restaurant": "Roscioli", "people": 2}, "toolu_1")])
+        llm.anthropic.reply_text("Booked: Roscioli, for 2.")
+
+    run = run_snippets(env, tmp_path, [README], ["quickstart.agents:booker"], replies)
+    try:
+        (entry,) = [b for b in run.trace["blocks"] if "client.send(" in b["code"]]
+        result = entry["result"]
+        assert (result["session_id"], result["finish_reason"]) == ("quick-1", "stop"), result
+        assert result["messages"][-1]["content"] == "Booked: Roscioli, for 2."
+        assert run.stdout.startswith("awaiting-approval book_table {'restaurant': 'Roscioli', 'people': 2}"), run.stdout
+        assert "stop Booked: Roscioli, for 2." in run.stdout, run.stdout
+        store = SqliteStore(run.store_path)
+        try:
+            booked = tool_results(store, "quick-1")
+        finally:
+            store.close()
+        assert [(name, result["booked"]) for name, result in booked] == [("book_table", "Roscioli")], booked
+        assert len(run.requests) == 2, run.requests
+    except (AssertionError, LookupError, ValueError, TypeError) as e:
+        raise AssertionError(f"{type(e).__name__}: {e}{run.context}") from e
 
 
 def check_tour(trace: dict, stdout: str, requests: list[dict], store_path: Path) -> None:
@@ -264,7 +373,7 @@ def check_tour(trace: dict, stdout: str, requests: list[dict], store_path: Path)
     assert [bool(r["body"].get("stream")) for r in requests] == [False] * 4 + [True, False]
     check_streaming(trace, stdout, store_path)
     keys = [r["headers"].get("x-api-key") or r["headers"].get("authorization", "") for r in requests]
-    assert all(API_KEY in key for key in keys), keys  # the worker's environment, as the README says
+    assert all(API_KEY in key for key in keys), keys  # the worker's environment, as the tutorial says
     assert {r["body"]["model"] for r in requests} == {"claude-sonnet-4-6"}
     sent_back = [b for b in requests[2]["body"]["messages"][-1]["content"] if b.get("type") == "tool_result"]
     assert [(b["tool_use_id"], json.loads(b["content"])) for b in sent_back] == [("toolu_2", receipt)]
@@ -272,7 +381,7 @@ def check_tour(trace: dict, stdout: str, requests: list[dict], store_path: Path)
 
 def test_every_file_block_imports_as_written(tmp_path: Path):
     """Modules the tour's worker does not load (e.g. myapp/settings.py) still run as written."""
-    blocks = readme_blocks()
+    blocks = tour_blocks()
     written = write_project(blocks, tmp_path)
     modules = [".".join(p.relative_to(tmp_path).with_suffix("").parts) for p in written if p.suffix == ".py"]
     assert "myapp.settings" in modules and "myapp.offline" in modules
@@ -292,7 +401,7 @@ STREAMED = "Clear skies in Rome tonight: a table outside, then."
 
 
 def check_streaming(trace: dict, stdout: str, store_path: Path) -> None:
-    """The Streaming section: the text printed as it streamed, the run's end, the replay."""
+    """The Streaming page: the text printed as it streamed, the run's end, the replay."""
     assert f"{STREAMED}\nstop\n" in stdout, stdout
     count = int(stdout.split(f"{STREAMED}\nstop\n", 1)[1].split()[0])
     assert stdout.split(f"{STREAMED}\nstop\n", 1)[1].startswith(f"{count} True"), stdout

