@@ -84,12 +84,12 @@ class RunState(FormatModel):
 
 def call_ref(call: ToolCall) -> ToolCall:
     """A tool call as the workflow sees it: id and name. Its arguments stay in the
-    store (DESIGN §2: no payload grows with what the model wrote)."""
+    store (docs/design.md §2: no payload grows with what the model wrote)."""
     return ToolCall(id=call.id, name=call.name, arguments={})
 
 
 VIEW_BYTES = 4096
-"""The bound of each value a person or an outside client sees through Temporal (DESIGN §2's
+"""The bound of each value a person or an outside client sees through Temporal (docs/design.md §2's
 exception): a pending call's arguments, the run's final text, its structured output."""
 TRUNCATED = "$truncated"
 """The key of the marker that stands for a JSON value over ``VIEW_BYTES``:

@@ -1,6 +1,6 @@
 """Worker Versioning on the worker's side: which build this worker is, what a run records
 of it, an auto-upgrade agent's runs, and the ``migrate`` activity (the drift check of a
-session against this build's agent, DESIGN §6, then the move).
+session against this build's agent, docs/design.md §6, then the move).
 
 A versioned worker (``build_worker(deployment=…)``) runs each workflow pinned by default;
 ``Agent(versioning="auto-upgrade")`` runs are switched to auto-upgrade when they begin.

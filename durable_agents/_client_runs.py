@@ -211,7 +211,7 @@ class RunsClient(ClientBase):
         return SessionBusyError(run.input.session_id)
 
     async def _keep_input(self, session_id: str, messages: list[Message]) -> tuple[str | None, list[Message]]:
-        """The run's input goes to the store, and the run gets a token for it (DESIGN §2);
+        """The run's input goes to the store, and the run gets a token for it (docs/design.md §2);
         a store that keeps no run input gets small input inline."""
         if not messages:
             return None, []

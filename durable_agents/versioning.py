@@ -1,4 +1,4 @@
-"""Versioned deploys (Temporal Worker Deployments) that respect drift (DESIGN §6).
+"""Versioned deploys (Temporal Worker Deployments) that respect drift (docs/design.md §6).
 
 - A worker declares its deployment and build: ``build_worker(deployment="agents",
   build_id=None)``; without a build id, :func:`derive_build_id` makes one from the
@@ -69,7 +69,7 @@ MIGRATE_TIMEOUT = timedelta(seconds=30)
 
 def derive_build_id(agents: Sequence[Agent]) -> str:
     """A build id from what the worker runs: each agent's name, fingerprint (model,
-    instructions, tool schemas; DESIGN §6), drift and versioning policies, its sub-agents',
+    instructions, tool schemas; docs/design.md §6), drift and versioning policies, its sub-agents',
     and this package's version. Equal agents give equal ids, in any order; a changed
     agent gives another id, so deploying it makes a new build."""
     from durable_agents.activities.subagents import with_subagents
@@ -150,7 +150,7 @@ async def pinned_override(client: Client, header: CheckpointHeader | None) -> Pi
     while the session is unfinished and its agent is pinned; else None (the deployment's
     current build, or unversioned workers). A recorded build Temporal no longer knows
     (deleted) is not pinned to: the run starts on the current build, and the drift check
-    at its start decides (DESIGN §6)."""
+    at its start decides (docs/design.md §6)."""
     if header is None or header.build is None or header.build.versioning != "pinned":
         return None
     if header.status == CheckpointStatus.FINISHED:

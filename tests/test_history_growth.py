@@ -1,4 +1,4 @@
-"""Temporal history per step must not grow with the transcript (DESIGN §2)."""
+"""Temporal history per step must not grow with the transcript (docs/design.md §2)."""
 
 from __future__ import annotations
 

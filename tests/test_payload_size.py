@@ -1,4 +1,4 @@
-"""Nothing of the transcript rides in Temporal payloads (DESIGN §2): a 3 MB user
+"""Nothing of the transcript rides in Temporal payloads (docs/design.md §2): a 3 MB user
 message and 3 MB tool arguments run, and history stays small."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Resume rules by stored status (DESIGN §5), on a real dev server."""
+"""Resume rules by stored status (docs/design.md §5), on a real dev server."""
 
 from __future__ import annotations
 

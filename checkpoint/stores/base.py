@@ -268,7 +268,7 @@ class CheckpointStore(ABC):
 
     # -- run input ---------------------------------------------------------
     # A client writes a run's input here before it starts the run, and the run
-    # reads it by ``token``: input never rides in Temporal payloads (DESIGN §2).
+    # reads it by ``token``: input never rides in Temporal payloads (docs/design.md §2).
     # Optional: a store without it gets its input inline (small input only).
     def put_run_input(self, session_id: str, token: str, messages: list[Message]) -> None:
         """Keep ``messages`` as the input of the run ``token`` of ``session_id``."""

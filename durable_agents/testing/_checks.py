@@ -1,4 +1,4 @@
-"""The guarantee checker (DESIGN §5): after any crashes, aborts, pauses and resumes,
+"""The guarantee checker (docs/design.md §5): after any crashes, aborts, pauses and resumes,
 
 1. every tool call has exactly one result, in call order, right after its turn;
 2. a recorded result is never re-executed (and an at-most-once tool never runs twice);
