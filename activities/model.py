@@ -249,5 +249,5 @@ def _turn_output(turn: Message, usage: Usage, **fields: object) -> ModelTurnOutp
         usage=usage,
         text=text,
         text_truncated=cut,
-        **fields,  # type: ignore[arg-type]
+        **fields,
     )
