@@ -31,3 +31,8 @@ def build_tree() -> Path:
 
 
 build_tree()
+
+
+def on_pre_build(**kwargs: object) -> None:
+    """Copy again on each build, so `mkdocs serve` shows edited docstrings after a reload."""
+    build_tree()
