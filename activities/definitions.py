@@ -63,7 +63,7 @@ class Agent:
     activities: ActivityMode = "regular"
     """How steps are scheduled: ``"regular"`` activities (the default), ``"local"`` ones
     (several times less orchestration overhead), or ``"auto"`` (model turns and store steps
-    local, a tool local unless its timeout is over 300 s); see the README."""
+    local, a tool local unless its timeout is over 300 s); see docs/how-to/production/activity-modes.md."""
     local_activities: bool = False
     """``True``: ``activities="local"`` (kept for agents written before ``activities``; read
     ``activities``, which this is folded into)."""
@@ -81,7 +81,7 @@ class Agent:
     hooks: Hooks | None = None
     """Your code around each tool call and model turn, run in activities (``durable_agents.Hooks``)."""
     mcp_servers: Sequence[MCPServerStdio | MCPServerHTTP] = field(default_factory=list)
-    """MCP servers whose tools the agent offers (listed at each run's start; see the README)."""
+    """MCP servers whose tools the agent offers (listed at each run's start; see docs/how-to/mcp.md)."""
     subagents: Sequence[Agent | SubAgent] = field(default_factory=list)
     """Agents this one calls as tools, each call a child workflow (``agent.as_tool(...)`` to
     name or describe one; see ``durable_agents.activities.subagents``)."""
@@ -89,11 +89,11 @@ class Agent:
     """How deep sub-agents may nest below this agent (checked here, and at run time)."""
     context: KeepLastTurns | TokenBudget | SummarizeOlder | None = None
     """What of the transcript each model request carries (recorded per run; None: all of it).
-    The store keeps every message either way; see the README's "Context"."""
+    The store keeps every message either way; see docs/how-to/context.md."""
     versioning: Versioning = "pinned"
     """On a versioned worker (``build_worker(deployment=…)``): ``pinned`` keeps an unfinished
     session on the build it started on (``durable-agents migrate`` moves it); ``auto-upgrade``
-    moves its runs to the deployment's current build (see the README's "Deploys and versioning")."""
+    moves its runs to the deployment's current build (see docs/how-to/production/versioning.md)."""
     _mcp_tools: tuple[ToolSpec, ...] = field(default=(), init=False, repr=False, compare=False)
     _subagent_tools: tuple[SubAgent, ...] = field(default=(), init=False, repr=False, compare=False)
     """The MCP servers' tools as one run listed them (see :meth:`with_mcp_tools`)."""

@@ -51,7 +51,7 @@ TOOL_HEARTBEAT_SECONDS = 4.0
 """Default seconds without a heartbeat after which a tool call's worker counts as dead
 (its call is then retried elsewhere, or, at most once, gets a durability-error result).
 Tools heartbeat in the background every third of this and the worker sends each, at
-most one a second: 3 s of slack for a busy event loop (README: Crash recovery and worker
+most one a second: 3 s of slack for a busy event loop (docs/how-to/production/crash-recovery.md: worker
 tuning, where the figures are)."""
 ToolFn = Callable[[Any, ToolContext], Awaitable[Any]]
 ArgsT = TypeVar("ArgsT", bound=BaseModel)

@@ -79,7 +79,7 @@ class RunConfig(FormatModel):
     model_timeout_seconds: float = 300.0
     model_heartbeat_seconds: float = 20.0
     local_activities: bool = False
-    """Run model turns, tools and store writes as local activities (see the README);
+    """Run model turns, tools and store writes as local activities (see docs/how-to/production/activity-modes.md);
     written as ``activities == "local"`` for readers from before ``activities``."""
     activities: ActivityMode | None = None
     """How the run's steps are scheduled: ``regular`` activities, ``local`` ones, or

@@ -39,7 +39,7 @@ class ModelSettings(FormatModel):
     servers (llama.cpp, vLLM, Ollama) read."""
     extra: dict[str, Any] | None = None
 
-    # -- Anthropic: prompt caching and extended thinking (see the README's providers section) --
+    # -- Anthropic: prompt caching and extended thinking (see docs/how-to/multimodal.md) --
     anthropic_cache: bool | None = None
     """Anthropic prompt caching: ``cache_control`` breakpoints on the tools, the system prompt
     and the moving end of the transcript. None: on; False: no breakpoints are sent."""

@@ -69,7 +69,7 @@ class AgentClient(RunsClient):
     every run this client starts, their sub-agents' runs and continued runs: a worker that
     dies inside a local activity (``Agent(activities="local" | "auto")``) is noticed when
     it passes; a worker too busy to finish a workflow task in time has its local activities
-    run again (README: Activity modes)."""
+    run again (docs/how-to/production/activity-modes.md)."""
 
     @classmethod
     async def connect(

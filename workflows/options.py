@@ -2,7 +2,7 @@
 
 Every policy is bounded: a failure that outlasts it fails the run, whose
 checkpoint stays ``in-progress`` (resume it once the cause is fixed). The
-README's Production section lists the figures.
+docs/how-to/production/crash-recovery.md lists the figures.
 """
 
 from __future__ import annotations
