@@ -37,7 +37,10 @@ async def _scheduled(client, workflow_id: str) -> tuple[list[str], list[str]]:
     for e in history.events:
         if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
             regular.append(e.activity_task_scheduled_event_attributes.activity_type.name)
-        elif e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED:
+        elif (
+            e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
+            and e.marker_recorded_event_attributes.marker_name != "core_patch"  # a workflow.patched() marker
+        ):
             data = e.marker_recorded_event_attributes.details["data"].payloads[0].data
             local.append(json.loads(data)["activity_type"])
     return regular, local
