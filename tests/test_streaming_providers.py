@@ -21,6 +21,7 @@ from tests import agents
 from tests.conftest import session_id
 from tests.fakes.llm_server import FakeLLMServer
 from tests.test_streaming import assert_deltas_add_up, collect
+from tests.test_versioning import cli_runner  # durable-agents in this process
 
 PATHS = {"anthropic": "/v1/messages", "openai": "/v1/chat/completions", "openai-responses": "/v1/responses"}
 SCRIPTS = {"anthropic": "anthropic", "openai": "openai", "openai-responses": "responses"}
@@ -95,31 +96,6 @@ async def test_a_stream_broken_midway_is_retried_and_the_stream_says_so(provider
     [stored] = [e for e in events if isinstance(e, TurnStored)]
     assert stored.attempt == 2 and stored.text == ANSWER == step_text(events, 1)
     assert [m.content for m in store.load(sid).messages if m.role == Role.ASSISTANT] == [ANSWER]
-
-
-def cli_runner(env, store, task_queue: str):  # type: ignore[no-untyped-def]
-    """``durable-agents --address … --task-queue … --store … ARGS`` in this process (its own
-    thread, so the test's in-process worker keeps running): exit code, stdout, stderr."""
-    import asyncio
-    import contextlib
-    import io
-
-    from durable_agents.cli import main
-
-    flags = ["--address", env.client.service_client.config.target_host, "--task-queue", task_queue]
-    flags += ["--store", f"sqlite:///{store.path}"]
-
-    async def run(*argv: str) -> tuple[int, str, str]:
-        out, err = io.StringIO(), io.StringIO()
-
-        def call() -> int:
-            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-                return main([*flags, *argv])
-
-        code = await asyncio.to_thread(call)
-        return code, out.getvalue(), err.getvalue()
-
-    return run
 
 
 @pytest.mark.parametrize("provider", PATHS)
