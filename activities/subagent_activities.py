@@ -53,8 +53,7 @@ from durable_agents.checkpoint.format import (
     SubagentApproval,
     ToolCall,
 )
-from durable_agents.checkpoint.stores.base import CheckpointStore
-from durable_agents.checkpoint.transcript import last_turn_messages
+from durable_agents.checkpoint.stores.base import CheckpointStore, last_turn_messages
 
 
 def subagent_result(store: CheckpointStore, session_id: str, reason: FinishReason | None = None) -> tuple[str, bool]:

@@ -3,19 +3,11 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel
 
 from durable_agents.checkpoint.format import Message, Role, ToolCall
-
-if TYPE_CHECKING:
-    from durable_agents.checkpoint.format import CheckpointHeader
-    from durable_agents.checkpoint.stores.base import CheckpointStore
-    from durable_agents.checkpoint.waiting import WaitingHeader
-
-TAIL = 64
-"""Messages read from a session's end to find its last turn (more only when that is not enough)."""
 
 
 def pending_tool_calls(messages: list[Message]) -> tuple[list[ToolCall], int]:
@@ -36,17 +28,6 @@ def pending_tool_calls(messages: list[Message]) -> tuple[list[ToolCall], int]:
         if message.role == Role.USER:
             break
     return [], -1
-
-
-def last_turn_messages(store: CheckpointStore, header: CheckpointHeader | WaitingHeader) -> list[Message]:
-    """The end of a session's transcript, from its last assistant turn (or the whole
-    transcript when that turn is further back than ``TAIL`` messages): enough for
-    :func:`pending_tool_calls`, read without the rest of a long session."""
-    start = max(0, header.message_count - TAIL)
-    messages = store.load_messages(header.session_id, start, header.message_count)
-    if start and not any(m.role == Role.ASSISTANT for m in messages):
-        messages = store.load_messages(header.session_id, 0, header.message_count)
-    return messages
 
 
 def result_content(value: Any) -> str:

@@ -10,8 +10,7 @@ from durable_agents.activities.contracts import PendingApproval
 from durable_agents.activities.transcript import pending_tool_calls
 from durable_agents.checkpoint.errors import FailureType
 from durable_agents.checkpoint.format import CheckpointHeader, CheckpointStatus, Message
-from durable_agents.checkpoint.stores.base import CheckpointStore
-from durable_agents.checkpoint.transcript import last_turn_messages
+from durable_agents.checkpoint.stores.base import CheckpointStore, last_turn_messages
 from durable_agents.checkpoint.waiting import WaitingHeader
 from durable_agents.errors import (
     AgentDriftError,

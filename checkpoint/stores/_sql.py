@@ -17,8 +17,8 @@ Tables (each backend's schema module creates them, append-only migrations):
   counts that make at-most-once tools detectable, and recorded results (the
   first one for a position wins). Keyed by position, never by the model's call
   id, which models reuse.
-- ``events``: each session's event log (``_sql_events.py``), deleted with the
-  session (unless its history is kept) and by ``prune`` with it.
+- ``events``: each session's event log, deleted with the session (unless its
+  history is kept) and by ``prune`` with it.
 
 The SQL is written once with ``?`` placeholders. A backend supplies a
 :class:`Dialect` (placeholder, time column type, row locks, "no limit") and
@@ -42,6 +42,7 @@ from datetime import datetime, timedelta
 from typing import Any, ClassVar, TypeVar
 
 from durable_agents.checkpoint.errors import StoreCorruptError
+from durable_agents.checkpoint.events import StoredEvent
 from durable_agents.checkpoint.format import (
     CheckpointHeader,
     CheckpointStatus,
@@ -52,21 +53,38 @@ from durable_agents.checkpoint.format import (
     SessionSummary,
 )
 from durable_agents.checkpoint.stores._common import (
+    batch_prefix,
+    check_in_batch,
     cutoff_of,
+    fresh_transcript_base,
     gc_paused,
+    header_key,
     history_entries,
     now,
+    past_batch,
     session_list_query,
+    stale_marker_cut,
+    stamped,
     transcript_token,
 )
-from durable_agents.checkpoint.stores._sql_events import SqlEvents
-from durable_agents.checkpoint.stores._sql_writes import SqlWrites
 from durable_agents.checkpoint.stores._subagents import prune_keep, subagent_sessions
-from durable_agents.checkpoint.stores.base import DEFAULT_HISTORY_LIMIT, CheckpointStore, TranscriptTail
-from durable_agents.checkpoint.transcript import last_turn_messages
+from durable_agents.checkpoint.stores.base import (
+    DEFAULT_HISTORY_LIMIT,
+    CheckpointStore,
+    TranscriptTail,
+    last_turn_messages,
+)
 from durable_agents.checkpoint.waiting import WaitingHeader, WaitingSession
 
 Header = TypeVar("Header", CheckpointHeader, WaitingHeader)
+
+_UPSERT_SESSION = (
+    "INSERT INTO sessions (session_id, transcript_id, header, agent, status, step_index, message_count,"
+    " approval_id, updated_at, last_error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (session_id) DO UPDATE SET"
+    " transcript_id = excluded.transcript_id, header = excluded.header, agent = excluded.agent,"
+    " status = excluded.status, step_index = excluded.step_index, message_count = excluded.message_count,"
+    " approval_id = excluded.approval_id, updated_at = excluded.updated_at, last_error = excluded.last_error"
+)
 
 
 @dataclass(frozen=True)
@@ -86,8 +104,8 @@ class Dialect:
         return query if self.mark == "?" else query.replace("?", self.mark)
 
 
-class SqlStore(SqlEvents, SqlWrites, CheckpointStore):
-    """``CheckpointStore`` over the four tables above, for any SQL ``dialect``."""
+class SqlStore(CheckpointStore):
+    """``CheckpointStore`` over the tables above, for any SQL ``dialect``."""
 
     dialect: ClassVar[Dialect]
     migrations: ClassVar[list[str]]
@@ -282,12 +300,194 @@ class SqlStore(SqlEvents, SqlWrites, CheckpointStore):
                 found.append(WaitingSession(header, turn))
         return found
 
+    # -- writes: transcripts and the history ring ----------------------------------
+    # The private methods here run inside the write transaction a public one opened.
+    def append(self, header: CheckpointHeader, start: int, messages: list[Message]) -> None:
+        header = stamped(header, start, messages)
+        with self._open(header.session_id):
+            row = self._session_row(header.session_id, lock=True)
+            self._append(row, header, start, [m.to_json() for m in messages])
+
+    def append_new(self, header: CheckpointHeader, start: int, messages: list[Message]) -> bool:
+        header = stamped(header, start, messages)
+        with self._open(header.session_id):
+            row = self._session_row(header.session_id, lock=True)
+            if row is not None and row[1] > start:  # another writer's message is there: it stands
+                return False
+            self._append(row, header, start, [m.to_json() for m in messages])
+        return True
+
+    def _append(self, row: tuple[int, int] | None, header: CheckpointHeader, start: int, bodies: list[str]) -> None:
+        sid = header.session_id
+        transcript_id, existing, changed = self._transcript_for(row, sid, start, bodies)
+        cut = stale_marker_cut(row[1] if row else 0, header.message_count, changed)
+        if cut is not None:
+            self._run("DELETE FROM tool_markers WHERE session_id = ? AND position >= ?", (sid, cut))
+        new = [(sid, transcript_id, start + i, b) for i, b in enumerate(bodies) if start + i not in existing]
+        if new:
+            self._cur.executemany(self.dialect.sql("INSERT INTO messages VALUES (?, ?, ?, ?)"), new)
+        self._write_header(header, transcript_id)
+
+    def _transcript_for(
+        self, row: tuple[int, int] | None, session_id: str, start: int, bodies: list[str]
+    ) -> tuple[int, set[int], list[int]]:
+        """The transcript to write ``bodies`` at ``start`` into, the positions it
+        already holds, and the positions whose stored message ``bodies`` change."""
+        if row is None:
+            if start:
+                raise ValueError(f"session {session_id!r} does not exist; cannot write at {start}")
+            return self._fresh_transcript_id(session_id), set(), []
+        transcript_id, count = row
+        if start > count:
+            raise ValueError(f"session {session_id!r} has {count} messages; cannot write at {start}")
+        # Every row already at these positions counts, also ones past the current
+        # count (a shorter save keeps them for older history entries).
+        existing = dict(
+            self._run(
+                "SELECT position, body FROM messages WHERE session_id = ? AND transcript_id = ?"
+                " AND position >= ? AND position < ?",
+                (session_id, transcript_id, start, start + len(bodies)),
+            ).fetchall()
+        )
+        changed = sorted(pos for pos, body in existing.items() if body != bodies[pos - start])
+        if not changed:
+            return transcript_id, set(existing), []
+        # An earlier message changes: the old rows stay for history entries.
+        fresh = self._fresh_transcript_id(session_id)
+        self._run(
+            "INSERT INTO messages SELECT session_id, ?, position, body FROM messages"
+            " WHERE session_id = ? AND transcript_id = ? AND position < ?",
+            (fresh, session_id, transcript_id, start),
+        )
+        return fresh, set(), changed
+
+    def _fresh_transcript_id(self, session_id: str) -> int:
+        row = self._run("SELECT MAX(transcript_id) FROM messages WHERE session_id = ?", (session_id,)).fetchone()
+        return row[0] + 1 if row[0] is not None else fresh_transcript_base()
+
+    def _write_header(self, header: CheckpointHeader, transcript_id: int) -> None:
+        """Make ``header`` the session's latest save and add it to the history ring.
+
+        A hook with this signature: ``durable_agents.testing.CrashingSqliteStore``
+        overrides it to crash while a checkpoint write is in flight.
+        """
+        saved_at = self.dialect.to_db_time(header.updated_at)  # type: ignore[arg-type]
+        replaced = None
+        if self.history_limit <= 0:  # no history: only a replaced transcript leaves rows nobody reads
+            replaced = self._run(
+                "SELECT transcript_id FROM sessions WHERE session_id = ? AND transcript_id <> ?",
+                (header.session_id, transcript_id),
+            ).fetchone()
+        self._run(
+            _UPSERT_SESSION,
+            (
+                header.session_id,
+                transcript_id,
+                header.to_json(),
+                header.agent,
+                header.status.value,
+                header.step_index,
+                header.message_count,
+                header.approval_id,
+                saved_at,
+                header.last_error.to_json() if header.last_error else None,
+            ),
+        )
+        if self.history_limit <= 0:
+            if replaced is not None:  # (collecting on every save would read the whole transcript)
+                self._collect_garbage(header.session_id)
+        else:
+            self._add_history_entry(header, transcript_id, saved_at)
+
+    def _add_history_entry(self, header: CheckpointHeader, transcript_id: int, saved_at: object) -> None:
+        sid, key = header.session_id, header_key(header)
+        newest = self._run(
+            "SELECT seq, header, transcript_id FROM checkpoint_history WHERE session_id = ? ORDER BY seq DESC LIMIT 1",
+            (sid,),
+        ).fetchone()
+        if newest is not None and newest[1] == key and newest[2] == transcript_id:
+            return  # the same save again (a retried activity): no new entry
+        seq = newest[0] + 1 if newest else 1
+        self._run(
+            "INSERT INTO checkpoint_history VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (sid, seq, header.step_index, saved_at, header.status.value, transcript_id, key),
+        )
+        dropped = self._run(
+            "DELETE FROM checkpoint_history WHERE session_id = ? AND seq <= ? RETURNING transcript_id",
+            (sid, seq - self.history_limit),
+        ).fetchall()
+        if any(t != transcript_id for (t,) in dropped):
+            self._collect_garbage(sid)
+
+    def _collect_garbage(self, session_id: str) -> None:
+        """Drop transcripts that neither the session nor its history points at."""
+        self._run(
+            "DELETE FROM messages WHERE session_id = ? AND transcript_id NOT IN ("
+            " SELECT transcript_id FROM sessions WHERE session_id = ?"
+            " UNION SELECT transcript_id FROM checkpoint_history WHERE session_id = ?)",
+            (session_id, session_id, session_id),
+        )
+
+    # -- tool markers (keyed by the result's transcript position) ------------------
     def tool_result(self, session_id: str, position: int) -> Message | None:
         with self._open(write=False):
             row = self._run(
                 "SELECT result FROM tool_markers WHERE session_id = ? AND position = ?", (session_id, position)
             ).fetchone()
         return Message.model_validate_json(row[0]) if row and row[0] else None
+
+    def tool_started(self, session_id: str, position: int) -> int:
+        with self._open():
+            row = self._run(
+                "INSERT INTO tool_markers VALUES (?, ?, 1, ?, NULL) ON CONFLICT (session_id, position)"
+                " DO UPDATE SET starts = tool_markers.starts + 1 RETURNING starts",
+                (session_id, position, self.dialect.to_db_time(now())),
+            ).fetchone()
+        return row[0] - 1
+
+    def tool_unstarted(self, session_id: str, position: int) -> None:
+        with self._open():
+            self._run(
+                "UPDATE tool_markers SET starts = starts - 1"
+                " WHERE session_id = ? AND position = ? AND result IS NULL AND starts > 0",
+                (session_id, position),
+            )
+
+    def record_tool_result(
+        self, session_id: str, position: int, message: Message, batch_start: int, batch_size: int
+    ) -> int:
+        check_in_batch(position, batch_start, batch_size)
+        with self._open(session_id):
+            row = self._session_row(session_id, lock=True)
+            self._run(
+                "INSERT INTO tool_markers VALUES (?, ?, 0, ?, ?) ON CONFLICT (session_id, position)"
+                " DO UPDATE SET result = COALESCE(tool_markers.result, excluded.result)",
+                (session_id, position, self.dialect.to_db_time(now()), message.to_json()),
+            )
+            if row is None:
+                raise StoreCorruptError(f"session {session_id!r} vanished from {self.where} mid-run")
+            return self._advance_results(row, session_id, batch_start, batch_size)
+
+    def _advance_results(self, row: tuple[int, int], session_id: str, batch_start: int, batch_size: int) -> int:
+        """Append the batch's recorded results that extend the transcript in position order."""
+        raw = self._run("SELECT header FROM sessions WHERE session_id = ?", (session_id,)).fetchone()[0]
+        header = self._parse_header(raw, session_id)
+        count = header.message_count
+        results: dict[int, str] = dict(
+            self._run(
+                "SELECT position, result FROM tool_markers WHERE session_id = ? AND result IS NOT NULL"
+                " AND position >= ? AND position < ?",
+                (session_id, batch_start, batch_start + batch_size),
+            ).fetchall()
+        )
+        if past_batch(session_id, self.where, count, batch_start, batch_size, results):
+            return batch_start + batch_size
+        new = batch_prefix(session_id, self.where, count, batch_start, batch_size, results)
+        if new:
+            messages = [Message.model_validate_json(body) for body in new]
+            updated = header.model_copy(update={"message_count": count + len(new), "updated_at": None})
+            self._append(row, stamped(updated, count, messages), count, new)
+        return count + len(new)
 
     # -- run input -------------------------------------------------------------
     def put_run_input(self, session_id: str, token: str, messages: list[Message]) -> None:
@@ -309,6 +509,53 @@ class SqlStore(SqlEvents, SqlWrites, CheckpointStore):
     def drop_run_input(self, session_id: str, token: str) -> None:
         with self._open():
             self._run("DELETE FROM run_inputs WHERE session_id = ? AND token = ?", (session_id, token))
+
+    # -- event log (table ``events``) ----------------------------------------------
+    # One row per event: (session, ``seq`` = its offset from 1, optional key, time,
+    # body). Appends hold the session's write lock, so offsets are dense and keys
+    # unique per session; a keyed event already in the log keeps its offset.
+    def append_events(self, session_id: str, events: list[tuple[str | None, str]]) -> list[int]:
+        if not events:
+            return []
+        at = self.dialect.to_db_time(now())
+        offsets: list[int] = []
+        with self._open(session_id):
+            last = self._run("SELECT MAX(seq) FROM events WHERE session_id = ?", (session_id,)).fetchone()[0] or 0
+            for key, body in events:
+                if key is not None:
+                    found = self._run(
+                        "SELECT seq FROM events WHERE session_id = ? AND event_key = ?", (session_id, key)
+                    ).fetchone()
+                    if found is not None:
+                        offsets.append(int(found[0]))
+                        continue
+                last += 1
+                self._run(
+                    "INSERT INTO events (session_id, seq, event_key, created_at, body) VALUES (?, ?, ?, ?, ?)",
+                    (session_id, last, key, at, body),
+                )
+                offsets.append(last)
+        return offsets
+
+    def read_events(self, session_id: str, after: int = 0, limit: int | None = None) -> list[StoredEvent]:
+        with self._open(write=False):
+            rows = self._run(
+                "SELECT seq, event_key, body FROM events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+                (session_id, after, self.dialect.no_limit if limit is None else limit),
+            ).fetchall()
+        return [StoredEvent(offset=int(seq), key=key, body=body) for seq, key, body in rows]
+
+    def last_event_offset(self, session_id: str) -> int:
+        with self._open(write=False):
+            row = self._run("SELECT MAX(seq) FROM events WHERE session_id = ?", (session_id,)).fetchone()
+        return int(row[0] or 0)
+
+    def _delete_events(self, session_ids: list[str]) -> None:
+        """Inside a write transaction: the logs of sessions that are gone."""
+        if session_ids:
+            self._cur.executemany(
+                self.dialect.sql("DELETE FROM events WHERE session_id = ?"), [(sid,) for sid in session_ids]
+            )
 
     # -- management ---------------------------------------------------------
     def delete(self, session_id: str, keep_history: bool = False) -> None:

@@ -34,12 +34,14 @@ from durable_agents.checkpoint.format import (
     CheckpointStatus,
     HistoryEntry,
     Message,
+    Role,
     SessionSummary,
 )
-from durable_agents.checkpoint.transcript import last_turn_messages
 from durable_agents.checkpoint.waiting import WaitingHeader, WaitingSession
 
 DEFAULT_HISTORY_LIMIT = 50
+TAIL = 64
+"""Messages read from a session's end to find its last turn (more only when that is not enough)."""
 
 
 class WouldWait(Exception):
@@ -313,3 +315,15 @@ def get_checkpoint_history(store: object, session_id: str, limit: int | None = N
     if history is None:
         return None
     return history(session_id, limit)
+
+
+def last_turn_messages(store: CheckpointStore, header: CheckpointHeader | WaitingHeader) -> list[Message]:
+    """The end of a session's transcript, from its last assistant turn (or the whole
+    transcript when that turn is further back than ``TAIL`` messages): enough for
+    :func:`~durable_agents.checkpoint.transcript.pending_tool_calls`, read without
+    the rest of a long session."""
+    start = max(0, header.message_count - TAIL)
+    messages = store.load_messages(header.session_id, start, header.message_count)
+    if start and not any(m.role == Role.ASSISTANT for m in messages):
+        messages = store.load_messages(header.session_id, 0, header.message_count)
+    return messages
