@@ -4,10 +4,9 @@ visibility (``AgentClient.pending_approvals`` / ``waiting_approvals``)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 
-from temporalio.client import WorkflowExecution
+from temporalio.client import Client, WorkflowExecution
 from temporalio.service import RPCError
 
 from durable_agents._outcomes import pending_in
@@ -15,14 +14,14 @@ from durable_agents.activities.contracts import PendingApproval
 from durable_agents.checkpoint.stores._common import gc_paused
 from durable_agents.checkpoint.stores.base import CheckpointStore
 from durable_agents.workflows.contracts import AGENT_RUN_WORKFLOW
-from durable_agents.workflows.search import AGENT_STORE
-
-if TYPE_CHECKING:
-    from durable_agents.client import AgentClient
+from durable_agents.workflows.search import AGENT_NAME, AGENT_STORE, PENDING_APPROVAL_ID
 
 ASK_RUN_SECONDS = 5.0
 """How long listing waits, in all, for the runs the store does not know to answer."""
 ASK_AT_ONCE = 16
+
+AskRun = Callable[[str], Awaitable[PendingApproval | None]]
+"""Asks one run (by session id) for its pending approval: ``AgentClient.pending_approval``."""
 
 
 def store_approvals(store: CheckpointStore, agent: str | None = None) -> list[PendingApproval]:
@@ -33,44 +32,55 @@ def store_approvals(store: CheckpointStore, agent: str | None = None) -> list[Pe
 
 
 async def waiting_approvals(
-    client: AgentClient, agent: str | None = None, *, visibility: bool = True, store_attribute: bool = False
+    temporal: Client,
+    store: CheckpointStore,
+    task_queue: str,
+    ask: AskRun,
+    agent: str | None = None,
+    *,
+    visibility: bool = True,
+    store_attribute: bool = False,
+    ask_seconds: float = ASK_RUN_SECONDS,
 ) -> list[PendingApproval]:
-    """The store's waiting sessions plus the live runs on the client's task queue that
-    visibility finds waiting and the store does not know (``visibility``: our search
-    attributes are registered), oldest first. With ``store_attribute`` (``AgentStore`` is
-    registered), visibility is asked only for runs started on other stores (or before the
-    attribute existed): the store's own are not paged through again."""
-    found = {p.session_id: p for p in await asyncio.to_thread(store_approvals, client.store, agent)}
+    """The store's waiting sessions plus the live runs on ``task_queue`` that visibility
+    finds waiting and the store does not know (``visibility``: our search attributes are
+    registered), each asked with ``ask`` (see :func:`_ask_runs`), oldest first. With
+    ``store_attribute`` (``AgentStore`` is registered), visibility is asked only for runs
+    started on other stores (or before the attribute existed): the store's own are not
+    paged through again."""
+    found = {p.session_id: p for p in await asyncio.to_thread(store_approvals, store, agent)}
     if visibility:
         query = (
             f'WorkflowType = "{AGENT_RUN_WORKFLOW}" AND ExecutionStatus = "Running" '
-            f'AND PendingApprovalId IS NOT NULL AND TaskQueue = "{client.task_queue}"'
+            f'AND PendingApprovalId IS NOT NULL AND TaskQueue = "{task_queue}"'
         )
         if agent is not None:
             query += f' AND AgentName = "{agent}"'
         if store_attribute:
-            query += f' AND ({AGENT_STORE.name} IS NULL OR {AGENT_STORE.name} != "{client.store.store_id}")'
-        unknown = [e async for e in client.temporal.list_workflows(query) if e.id not in found]
-        for execution, pending in zip(unknown, await _ask_runs(client, unknown), strict=True):
+            query += f' AND ({AGENT_STORE.name} IS NULL OR {AGENT_STORE.name} != "{store.store_id}")'
+        unknown = [e async for e in temporal.list_workflows(query) if e.id not in found]
+        for execution, pending in zip(unknown, await _ask_runs(ask, unknown, ask_seconds), strict=True):
             if pending is not None:
                 found[execution.id] = pending
     return sorted(once_each(found.values()), key=lambda p: p.requested_at)
 
 
-async def _ask_runs(client: AgentClient, executions: Sequence[WorkflowExecution]) -> list[PendingApproval | None]:
+async def _ask_runs(
+    ask: AskRun, executions: Sequence[WorkflowExecution], seconds: float
+) -> list[PendingApproval | None]:
     """Each run's pending approval, asked concurrently (``ASK_AT_ONCE`` at a time) within one
-    deadline (``client.ASK_RUN_SECONDS``); a run no worker answers for is described from its
-    search attributes."""
+    deadline (``seconds``: ``AgentClient.ASK_RUN_SECONDS``); a run no worker answers for is
+    described from its search attributes."""
     gate = asyncio.Semaphore(ASK_AT_ONCE)
 
-    async def ask(execution: WorkflowExecution) -> PendingApproval | None:
+    async def gated(execution: WorkflowExecution) -> PendingApproval | None:
         async with gate:
-            return await client.pending_approval(execution.id)
+            return await ask(execution.id)
 
-    tasks = [asyncio.ensure_future(ask(e)) for e in executions]
+    tasks = [asyncio.ensure_future(gated(e)) for e in executions]
     if not tasks:
         return []
-    _, late = await asyncio.wait(tasks, timeout=client.ASK_RUN_SECONDS)
+    _, late = await asyncio.wait(tasks, timeout=seconds)
     for task in late:
         task.cancel()
     await asyncio.gather(*late, return_exceptions=True)
@@ -87,8 +97,6 @@ async def _ask_runs(client: AgentClient, executions: Sequence[WorkflowExecution]
 
 def pending_from_visibility(execution: WorkflowExecution) -> PendingApproval | None:
     """A waiting run nobody can be asked about (no worker polls): its search attributes."""
-    from durable_agents.workflows.search import AGENT_NAME, PENDING_APPROVAL_ID
-
     approval_id = execution.typed_search_attributes.get(PENDING_APPROVAL_ID)
     if not approval_id:
         return None

@@ -19,9 +19,9 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -40,11 +40,9 @@ from durable_agents.checkpoint.events import (
 )
 from durable_agents.checkpoint.format import CheckpointStatus, FinishReason
 from durable_agents.checkpoint.stores.base import CheckpointStore
-from durable_agents.errors import DurableAgentsError
+from durable_agents.errors import CheckpointNotFoundError, DurableAgentsError
+from durable_agents.result import RunResult
 from durable_agents.workflows.contracts import RunSummary
-
-if TYPE_CHECKING:
-    from durable_agents._client_base import ClientBase
 
 POLL_SECONDS = 0.02
 IDLE_POLL_SECONDS = 0.1
@@ -58,6 +56,21 @@ CHILD_GRACE_SECONDS = 10.0
 Emit = Callable[[Event], Awaitable[None]]
 
 
+class Runs(Protocol):
+    """What a reader asks about a session's runs (an ``AgentClient`` is one): the store it
+    reads, Temporal for a run's state, and the ``RunResult`` an outcome stands for."""
+
+    @property
+    def temporal(self) -> Client: ...
+
+    @property
+    def store(self) -> CheckpointStore: ...
+
+    def run_result(self, summary: RunSummary) -> RunResult: ...
+
+    async def outcome(self, session_id: str) -> RunResult: ...
+
+
 class _End:
     """What ends one session's reader: its outcome, and the error it stands for."""
 
@@ -65,7 +78,7 @@ class _End:
         self.error = error
 
 
-async def follow(agents: ClientBase, session_id: str, after: int = 0) -> AsyncIterator[Event]:
+async def follow(agents: Runs, session_id: str, after: int = 0) -> AsyncIterator[Event]:
     """The session's events after ``after`` until its run's next outcome (see the module docstring)."""
     queue: asyncio.Queue[Event | _End] = asyncio.Queue(maxsize=1000)
     every: list[asyncio.Task[None]] = []
@@ -144,7 +157,7 @@ class _Reader:
 
     def __init__(
         self,
-        agents: ClientBase,
+        agents: Runs,
         session_id: str,
         after: int,
         emit: Emit,
@@ -250,8 +263,6 @@ class _Reader:
             return None  # it wrote more before it closed: read that first
         if status is None:
             if header is None:
-                from durable_agents.errors import CheckpointNotFoundError
-
                 raise CheckpointNotFoundError(
                     f"no session {self.session_id!r} in {self.store!r} and no run of it in Temporal",
                     session_id=self.session_id,

@@ -1,27 +1,49 @@
-"""AgentClient: start runs, wait for their outcome, decide approvals, fork sessions.
+"""AgentClient: start runs, wait for their outcome, decide approvals, fork and migrate sessions.
 
 A run's outcome is its end or its next pause for approval: `send()` and
 `approve()` return either. Messages are read from the store, never from
-Temporal payloads. The class is built in layers: ``_client_base`` (settings,
-waiting, cancelling), ``_client_runs`` (start, send, stream), and this module
-(connecting, forks, approvals).
+Temporal payloads. One class; the helpers it calls take what they use, not the
+client: ``_approval_listing`` (which approvals wait), ``_streams`` (reading a
+session's event log), ``versioning`` (the builds a session's runs go to).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
 import uuid
+from collections.abc import AsyncIterator, Awaitable, Sequence
+from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
-from temporalio.client import WorkflowFailureError, WorkflowHandle
+from pydantic import BaseModel
+from temporalio.client import (
+    Client,
+    WithStartWorkflowOperation,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+)
+from temporalio.common import (
+    PinnedVersioningOverride,
+    SearchAttributePair,
+    TypedSearchAttributes,
+    WorkerDeploymentVersion,
+    WorkflowIDConflictPolicy,
+    WorkflowIDReusePolicy,
+)
 from temporalio.converter import PayloadCodec
+from temporalio.exceptions import TimeoutError as TemporalTimeoutError
+from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agents._approval_listing import ASK_RUN_SECONDS, store_approvals, waiting_approvals
-from durable_agents._client_base import Summaries
-from durable_agents._client_runs import MAX_SESSION_ID_BYTES as MAX_SESSION_ID_BYTES  # as before the split
-from durable_agents._client_runs import TEMPORAL_ID_LIMIT, RunsClient
-from durable_agents._outcomes import outcome_error, pending_from_store
+from durable_agents._outcomes import as_messages, outcome_error, pending_from_store
+from durable_agents._search import registered_attributes
+from durable_agents._streams import follow
 from durable_agents.activities.contracts import (
     ApprovalDecision,
     ForkSessionInput,
@@ -29,39 +51,58 @@ from durable_agents.activities.contracts import (
     PendingApproval,
     edited_arguments_problem,
 )
+from durable_agents.activities.versioning import MigrateSessionInput, MigrateSessionOutput
+from durable_agents.checkpoint.events import Event
 from durable_agents.checkpoint.fork import Patch
+from durable_agents.checkpoint.format import (
+    CheckpointHeader,
+    CheckpointStatus,
+    Message,
+    ModelSettings,
+    UsageLimits,
+)
 from durable_agents.checkpoint.stores import open_store
 from durable_agents.checkpoint.stores.base import CheckpointStore
 from durable_agents.connection import DEFAULT_TASK_QUEUE, connect
-from durable_agents.errors import ApprovalNotPendingError, ConfigurationError, InvalidDecisionError
+from durable_agents.errors import (
+    ApprovalNotPendingError,
+    CheckpointNotFoundError,
+    ConfigurationError,
+    InvalidDecisionError,
+    SessionAwaitingApprovalError,
+    SessionBusyError,
+)
 from durable_agents.result import RunResult
-from durable_agents.versioning import MigrateSessionOutput, migrate
+from durable_agents.tracing import tracer_of
+from durable_agents.versioning import MIGRATE_TIMEOUT, build_exists, list_builds, pinned_override
 from durable_agents.workflows import FORK_WORKFLOW
-from durable_agents.workflows.contracts import RunSummary
+from durable_agents.workflows.contracts import (
+    AGENT_RUN_WORKFLOW,
+    MAX_INLINE_INPUT_BYTES,
+    AgentRunInput,
+    Outcome,
+    RunSummary,
+)
+from durable_agents.workflows.migrate import MIGRATE_WORKFLOW
+from durable_agents.workflows.search import AGENT_STORE
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
 
 __all__ = ["AgentClient"]
 
+Summaries = Literal["agent-only", "first-line"]
+"""What a run's static summary (shown in the Temporal UI's list) says: the agent's
+name only, or ``<agent>: <first line of the input>``."""
 
-def fork_workflow_id(session_id: str) -> str:
-    """``fork-<session id>-<nonce>``, or, where that would pass Temporal's limit,
-    ``fork-<prefix of the id>-<hash of the whole id>-<nonce>``: it always fits."""
-    nonce = uuid.uuid4().hex[:8]
-    if len(session_id.encode()) + len(f"fork--{nonce}") <= TEMPORAL_ID_LIMIT:
-        return f"fork-{session_id}-{nonce}"
-    digest = hashlib.sha256(session_id.encode()).hexdigest()[:16]
-    room = TEMPORAL_ID_LIMIT - len(f"fork--{digest}-{nonce}")
-    prefix = session_id.encode()[:room].decode("utf-8", errors="ignore")  # whole characters only
-    return f"fork-{prefix}-{digest}-{nonce}"
-
+TEMPORAL_ID_LIMIT = 1000  # bytes: Temporal's limit on a workflow id; a session's runs use the session id
+MAX_SESSION_ID_BYTES = 900  # for new sessions: forks take ids made from theirs (<id>.fork-<n>)
 
 OPTIONAL_PENDING = cast(type, PendingApproval | None)
 """The ``pending_approval`` query's result type (None when nothing waits)."""
 
 
-class AgentClient(RunsClient):
+class AgentClient:
     """``summaries``: ``"first-line"`` (``<agent>: <first line of the input>``) or
     ``"agent-only"``; default ``"agent-only"`` when the client's converter has a
     payload codec (encryption: the run's text stays out of Temporal even encrypted),
@@ -70,6 +111,27 @@ class AgentClient(RunsClient):
     dies inside a local activity (``Agent(activities="local" | "auto")``) is noticed when
     it passes; a worker too busy to finish a workflow task in time has its local activities
     run again (docs/how-to/production/activity-modes.md)."""
+
+    # -- connecting and settings --------------------------------------------------------
+    def __init__(
+        self,
+        client: Client,
+        store: CheckpointStore,
+        task_queue: str = DEFAULT_TASK_QUEUE,
+        *,
+        summaries: Summaries | None = None,
+        workflow_task_timeout: timedelta | None = None,
+    ):
+        self.temporal = client
+        self.workflow_task_timeout = workflow_task_timeout
+        self.store = store
+        self.task_queue = task_queue
+        if summaries not in (None, "agent-only", "first-line"):
+            raise ConfigurationError(f"summaries={summaries!r}: use 'agent-only' or 'first-line'")
+        self._summaries = summaries
+        self._attributes: tuple[bool, bool] | None = None  # (runs upsert theirs, AgentStore exists)
+        self._tracer_found = False
+        self._tracer_value: Any = None
 
     @classmethod
     async def connect(
@@ -97,58 +159,297 @@ class AgentClient(RunsClient):
         client = await connect(address, namespace, codec=codec, tracing=tracing)
         return cls(client, opened, task_queue, summaries=summaries, workflow_task_timeout=workflow_task_timeout)
 
-    # -- fork ------------------------------------------------------------------------
-    async def fork(
-        self,
-        session_id: str,
-        from_step: int,
-        patch: Patch | None = None,
-        new_session_id: str | None = None,
-        *,
-        entry: int | None = None,
-    ) -> ForkSessionOutput:
-        """Fork a session from a kept step, as a Temporal workflow on a worker that
-        holds the store (so the fork is recorded and visible in the UI).
+    @property
+    def summaries(self) -> Summaries:
+        """As given; by default ``agent-only`` when the client encrypts payloads, else ``first-line``."""
+        if self._summaries is not None:
+            return self._summaries
+        return "agent-only" if self.temporal.data_converter.payload_codec is not None else "first-line"
 
-        ``entry`` picks one of the step's kept checkpoints by its number in
-        ``history`` (1 is the newest save; it must be an entry of ``from_step``);
-        default: the step's newest. The patch crosses Temporal as data:
-        ``Patch(messages=function)`` is refused here (``ConfigurationError``);
-        use it with ``checkpoint.fork.fork(store, …)``, which forks without
-        Temporal. Resume the fork with ``resume(fork.session_id)``.
+    @property
+    def _tracer(self) -> Any:
+        """With a client that traces (``connect(tracing=…)``): our spans' tracer (looked up on first use)."""
+        if not self._tracer_found:
+            self._tracer_value = tracer_of(self.temporal.config().get("interceptors"))
+            self._tracer_found = True
+        return self._tracer_value
+
+    def _span(self, name: str, session_id: str, **attributes: Any) -> contextlib.AbstractContextManager[Any]:
+        """A span of this client's (when it traces): ids and names only."""
+        if self._tracer is None:
+            return contextlib.nullcontext()
+        from durable_agents.activities.tracing import span
+
+        named = {f"durable_agents.{k}": v for k, v in attributes.items() if v is not None}
+        return span(name, {"durable_agents.session_id": session_id, **named}, tracer=self._tracer)
+
+    def _traced(self, result: RunResult) -> None:
+        if self._tracer is not None:
+            from durable_agents.activities.tracing import annotate_span
+
+            reason = getattr(result.finish_reason, "value", result.finish_reason)
+            annotate_span(finish_reason=reason, steps=result.steps, approval_id=result.approval_id)
+
+    async def _registered_attributes(self) -> tuple[bool, bool]:
+        if self._attributes is None:
+            self._attributes = await registered_attributes(self.temporal)
+        return self._attributes
+
+    # -- starting and sending runs ------------------------------------------------------
+    async def start(
+        self,
+        agent: str,
+        input: str | Message | Sequence[str | Message],
+        *,
+        session_id: str,
+        model: str | None = None,
+        interrupt: bool = False,
+        approval: ApprovalDecision | None = None,
+        model_settings: ModelSettings | None = None,
+        usage_limits: UsageLimits | None = None,
+        stream: bool = False,
+    ) -> WorkflowHandle:
+        """Start a run and return its workflow handle without waiting.
+
+        A session with a live run raises ``SessionBusyError``; with
+        ``interrupt=True`` the live run is aborted first (its in-flight tool
+        calls get ``cancelled`` results) and the new input continues the session.
+        A new session's id over ``MAX_SESSION_ID_BYTES`` raises ``ConfigurationError``.
+        ``model_settings`` and ``usage_limits`` replace the agent's for this run (a
+        resumed run keeps the ones its run recorded unless new ones are given).
+        ``stream=True``: the run writes its events (text deltas included) to the
+        store's event log, for ``stream()`` / ``watch()`` (``stream()`` sets it).
         """
-        patch = patch or Patch()
-        if not patch.is_data:
-            raise ConfigurationError(
-                "Patch(messages=<function>) cannot be sent through Temporal: fork with "
-                "durable_agents.checkpoint.fork.fork(store, ...) in this process, or pass the new "
-                "messages as a list"
-            )
-        inp = ForkSessionInput(
+        run = await self._new_run(
+            agent,
+            input,
             session_id=session_id,
-            from_step=from_step,
-            patch=patch.model_dump(mode="json", exclude_unset=True),
-            new_session_id=new_session_id,
-            entry=entry,
+            model=model,
+            interrupt=interrupt,
+            approval=approval,
+            model_settings=model_settings,
+            usage_limits=usage_limits,
+            stream=stream,
         )
         try:
-            return await self.temporal.execute_workflow(
-                FORK_WORKFLOW,
-                inp,
-                id=fork_workflow_id(session_id),
-                task_queue=self.task_queue,
-                result_type=ForkSessionOutput,
-                static_summary=f"fork {session_id} at step {from_step}",
+            return await self.temporal.start_workflow(AGENT_RUN_WORKFLOW, run.input, **run.options)
+        except WorkflowAlreadyStartedError as e:
+            raise await self._busy(run) from e
+
+    async def send(
+        self,
+        agent: str,
+        input: str | Message | Sequence[str | Message],
+        *,
+        session_id: str,
+        model: str | None = None,
+        interrupt: bool = False,
+        model_settings: ModelSettings | None = None,
+        usage_limits: UsageLimits | None = None,
+        output_type: type[BaseModel] | None = None,
+    ) -> RunResult:
+        """Run ``agent`` on ``input`` in session ``session_id``; return its end or its
+        pause for approval (``finish_reason == "awaiting-approval"``).
+
+        ``input`` may be ``[]`` to resume an unfinished run without new input. With
+        ``output_type`` (the agent's), ``RunResult.output`` is an instance of it.
+        """
+        with self._span(f"send {agent}", session_id, agent=agent):
+            result = await self._start_for_outcome(
+                agent,
+                input,
+                session_id=session_id,
+                model=model,
+                interrupt=interrupt,
+                model_settings=model_settings,
+                usage_limits=usage_limits,
             )
+            self._traced(result)
+        if output_type is not None and result.output is not None:
+            result.output = result.output_as(output_type)
+        return result
+
+    async def resume(self, session_id: str, *, agent: str | None = None) -> RunResult:
+        """Continue an unfinished session (e.g. a fork or a crashed run) without new input."""
+        header = self.store.load_header(session_id)
+        if header is None:
+            raise CheckpointNotFoundError(f"no session {session_id!r} in {self.store!r}", session_id=session_id)
+        name = agent or header.agent
+        if not name:
+            raise ConfigurationError(f"session {session_id!r} records no agent; pass agent=")
+        return await self.send(name, [], session_id=session_id)
+
+    async def _start_for_outcome(
+        self, agent: str, input: str | Message | Sequence[str | Message], *, session_id: str, **options: Any
+    ) -> RunResult:
+        """Start a run (``start()``'s options) and wait for its next outcome, in one request:
+        update-with-start, so the run's first workflow task accepts the ``wait_outcome``
+        update (no workflow task runs for the update alone)."""
+        run = await self._new_run(agent, input, session_id=session_id, **options)
+        operation: WithStartWorkflowOperation[Any, RunSummary] = WithStartWorkflowOperation(
+            AGENT_RUN_WORKFLOW, run.input, **run.options
+        )
+        started = self.temporal.execute_update_with_start_workflow(
+            "wait_outcome", start_workflow_operation=operation, result_type=Outcome
+        )
+        try:
+            return await self._await(session_id, "wait_outcome", None, first=started)
+        except WorkflowAlreadyStartedError as e:
+            with contextlib.suppress(WorkflowAlreadyStartedError):
+                await operation.workflow_handle()  # the same error, also set there: taken, not logged as lost
+            raise await self._busy(run) from e
+
+    async def _new_run(
+        self,
+        agent: str,
+        input: str | Message | Sequence[str | Message],
+        *,
+        session_id: str,
+        model: str | None = None,
+        interrupt: bool = False,
+        approval: ApprovalDecision | None = None,
+        model_settings: ModelSettings | None = None,
+        usage_limits: UsageLimits | None = None,
+        stream: bool = False,
+    ) -> _NewRun:
+        """A run's workflow input and start options, once the session may take it (its input kept)."""
+        header = self.store.load_header(session_id)
+        _check_session_id(session_id, new=header is None)
+        if header is not None and header.status == CheckpointStatus.AWAITING_APPROVAL and approval is None:
+            raise SessionAwaitingApprovalError(session_id, header.approval_id)
+        if header is not None and header.parent_session_id is not None:
+            _refuse_subagent_session(self.store, session_id, header.parent_session_id, header.parent_tool_call_id)
+        messages = as_messages(input)
+        first = next((m.content for m in messages if m.content), "") or "(resume)"
+        if interrupt:
+            await self.cancel(session_id)
+        upserts, store_attribute = await self._registered_attributes()
+        pinned = await pinned_override(self.temporal, header)  # an unfinished session stays on its build
+        token, inline = await self._keep_input(session_id, messages)
+        run_input = AgentRunInput(
+            session_id=session_id,
+            agent=agent,
+            input=inline,
+            input_token=token,
+            store_id=self.store.store_id,
+            store_location=self.store.location,
+            model=model,
+            model_settings=model_settings,
+            usage_limits=usage_limits,
+            approval=approval,
+            search_attributes=upserts,
+            stream=stream or None,
+        )
+        options: dict[str, Any] = {
+            "id": session_id,
+            "task_queue": self.task_queue,
+            "result_type": RunSummary,
+            "id_reuse_policy": WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+            "id_conflict_policy": WorkflowIDConflictPolicy.FAIL,
+            "task_timeout": self.workflow_task_timeout,
+            "versioning_override": pinned,
+            "search_attributes": (
+                TypedSearchAttributes([SearchAttributePair(AGENT_STORE, self.store.store_id)])
+                if store_attribute
+                else None
+            ),
+            "static_summary": agent if self.summaries == "agent-only" else f"{agent}: {first.splitlines()[0][:120]}",
+        }
+        return _NewRun(run_input, options, token)
+
+    async def _busy(self, run: _NewRun) -> SessionBusyError:
+        """The session had a live run after all: its kept input is dropped."""
+        if run.token is not None:
+            await asyncio.to_thread(self.store.drop_run_input, run.input.session_id, run.token)
+        return SessionBusyError(run.input.session_id)
+
+    async def _keep_input(self, session_id: str, messages: list[Message]) -> tuple[str | None, list[Message]]:
+        """The run's input goes to the store, and the run gets a token for it (docs/design.md §2);
+        a store that keeps no run input gets small input inline."""
+        if not messages:
+            return None, []
+        token = uuid.uuid4().hex
+        try:
+            await asyncio.to_thread(self.store.put_run_input, session_id, token, messages)
+            return token, []
+        except NotImplementedError:
+            size = sum(len(m.model_dump_json()) for m in messages)
+            if size > MAX_INLINE_INPUT_BYTES:
+                raise ConfigurationError(
+                    f"{type(self.store).__name__} keeps no run input, and this input ({size:,} bytes) is too big "
+                    f"to travel in a Temporal payload (limit here {MAX_INLINE_INPUT_BYTES:,}): use a store that "
+                    "implements put_run_input (all shipped stores do)"
+                ) from None
+            return None, messages
+
+    # -- outcomes, waiting and cancelling -----------------------------------------------
+    async def outcome(self, session_id: str) -> RunResult:
+        """Wait for the session's live run to pause for approval or end."""
+        return await self._await(session_id, "wait_outcome", None)
+
+    async def result(self, session_id: str, handle: WorkflowHandle | None = None) -> RunResult:
+        """Wait for the session's run to end (through any approvals)."""
+        handle = handle or self.temporal.get_workflow_handle(session_id, result_type=RunSummary)
+        try:
+            return self.run_result(await handle.result())
         except WorkflowFailureError as e:
             raise outcome_error(session_id, e) from e
 
-    async def migrate(self, session_id: str, to_build: str, *, deployment: str | None = None) -> MigrateSessionOutput:
-        """Move an unfinished session to build ``to_build`` (Worker Versioning), after the drift
-        check of its agent there; see ``durable_agents.versioning.migrate``."""
-        return await migrate(self, session_id, to_build, deployment=deployment)
+    async def cancel(self, session_id: str) -> RunResult | None:
+        """Abort the session's live run, if any; returns its (aborted) result."""
+        handle = self.temporal.get_workflow_handle(session_id, result_type=RunSummary)
+        if not await self._is_running(handle):
+            return None
+        await handle.cancel()
+        return await self.result(session_id, handle)
 
-    # -- approvals -----------------------------------------------------------------
+    def run_result(self, summary: RunSummary) -> RunResult:
+        return RunResult.from_summary(summary, self.store)
+
+    async def _await(
+        self,
+        session_id: str,
+        update: str,
+        arg: ApprovalDecision | None,
+        *,
+        first: Awaitable[Outcome] | None = None,
+    ) -> RunResult:
+        """Ask the live run for its next outcome, following continue-as-new; ``first``:
+        the request already made for it (``update`` with ``arg``; update-with-start)."""
+        while True:
+            handle = self.temporal.get_workflow_handle(session_id, result_type=RunSummary)
+            try:
+                args = [arg] if arg is not None else []
+                if first is not None:
+                    asked, first = first, None
+                else:
+                    asked = handle.execute_update(update, args=args, result_type=Outcome)
+                outcome = await asked
+            except RPCError as e:
+                if e.status not in (RPCStatusCode.NOT_FOUND, RPCStatusCode.FAILED_PRECONDITION):
+                    raise
+                return await self.result(session_id)  # the run closed meanwhile
+            except WorkflowUpdateFailedError as e:
+                error = outcome_error(session_id, e)
+                if isinstance(error, (ApprovalNotPendingError, InvalidDecisionError)):
+                    raise error from e  # refused: nothing was decided
+                return await self.result(session_id)  # the run ended before answering
+            if outcome.summary is not None:
+                return self.run_result(outcome.summary)
+            if outcome.handoff == "failed":
+                return await self.result(session_id)  # raises the run's typed error
+            update, arg = "wait_outcome", None
+
+    async def _is_running(self, handle: WorkflowHandle) -> bool:
+        try:
+            description = await handle.describe()
+        except RPCError as e:
+            if e.status == RPCStatusCode.NOT_FOUND:
+                return False
+            raise
+        return description.status == WorkflowExecutionStatus.RUNNING
+
+    # -- approvals ----------------------------------------------------------------------
     async def approve(
         self,
         session_id: str,
@@ -235,11 +536,19 @@ class AgentClient(RunsClient):
         itself; such runs are asked at once, at most ``ASK_RUN_SECONDS`` in all (then what
         visibility says of the ones that did not answer)."""
         upserts, store_attribute = await self._registered_attributes()
-        return await waiting_approvals(self, agent, visibility=upserts, store_attribute=store_attribute)
+        return await waiting_approvals(
+            self.temporal,
+            self.store,
+            self.task_queue,
+            self.pending_approval,
+            agent,
+            visibility=upserts,
+            store_attribute=store_attribute,
+            ask_seconds=self.ASK_RUN_SECONDS,
+        )
 
     ASK_RUN_SECONDS = ASK_RUN_SECONDS
 
-    # -- plumbing ------------------------------------------------------------------
     async def _pending(self, session_id: str, handle: WorkflowHandle, live: bool) -> PendingApproval | None:
         stored = pending_from_store(self.store, session_id)
         if live:
@@ -250,3 +559,221 @@ class AgentClient(RunsClient):
                     pending.arguments, pending.remaining_tool_calls = stored.arguments, stored.remaining_tool_calls
                 return pending
         return stored
+
+    # -- fork and migrate ---------------------------------------------------------------
+    async def fork(
+        self,
+        session_id: str,
+        from_step: int,
+        patch: Patch | None = None,
+        new_session_id: str | None = None,
+        *,
+        entry: int | None = None,
+    ) -> ForkSessionOutput:
+        """Fork a session from a kept step, as a Temporal workflow on a worker that
+        holds the store (so the fork is recorded and visible in the UI).
+
+        ``entry`` picks one of the step's kept checkpoints by its number in
+        ``history`` (1 is the newest save; it must be an entry of ``from_step``);
+        default: the step's newest. The patch crosses Temporal as data:
+        ``Patch(messages=function)`` is refused here (``ConfigurationError``);
+        use it with ``checkpoint.fork.fork(store, …)``, which forks without
+        Temporal. Resume the fork with ``resume(fork.session_id)``.
+        """
+        patch = patch or Patch()
+        if not patch.is_data:
+            raise ConfigurationError(
+                "Patch(messages=<function>) cannot be sent through Temporal: fork with "
+                "durable_agents.checkpoint.fork.fork(store, ...) in this process, or pass the new "
+                "messages as a list"
+            )
+        inp = ForkSessionInput(
+            session_id=session_id,
+            from_step=from_step,
+            patch=patch.model_dump(mode="json", exclude_unset=True),
+            new_session_id=new_session_id,
+            entry=entry,
+        )
+        try:
+            return await self.temporal.execute_workflow(
+                FORK_WORKFLOW,
+                inp,
+                id=fork_workflow_id(session_id),
+                task_queue=self.task_queue,
+                result_type=ForkSessionOutput,
+                static_summary=f"fork {session_id} at step {from_step}",
+            )
+        except WorkflowFailureError as e:
+            raise outcome_error(session_id, e) from e
+
+    async def migrate(
+        self,
+        session_id: str,
+        to_build: str,
+        *,
+        deployment: str | None = None,
+        timeout: timedelta = MIGRATE_TIMEOUT,
+    ) -> MigrateSessionOutput:
+        """Move an unfinished session to build ``to_build`` (Worker Versioning) of ``deployment``
+        (default: the deployment its checkpoint records), after the drift check of its agent
+        there; see ``durable_agents.versioning``. Raises ``AgentDriftError`` (the target's agent
+        drifted and says ``on_agent_drift="error"``), ``ResumeToolMissingError``,
+        ``SessionBusyError`` (a run is live and not paused), ``ConfigurationError`` (no such
+        build, a finished or sub-agent session, no worker of the build answered within ``timeout``)."""
+        header = self.store.load_header(session_id)
+        if header is None:
+            raise CheckpointNotFoundError(f"no session {session_id!r} in {self.store!r}", session_id=session_id)
+        _check_movable(self.store, header)
+        name = deployment or (header.build.deployment_name if header.build else None)
+        if name is None:
+            raise ConfigurationError(
+                f"session {session_id!r} records no build (its runs were on unversioned workers): name the "
+                "deployment to move it to (--deployment NAME)"
+            )
+        target = WorkerDeploymentVersion(name, to_build)
+        if not await build_exists(self.temporal, target):
+            known = await list_builds(self.temporal, name)
+            raise ConfigurationError(
+                f"deployment {name!r} has no build {to_build!r} "
+                + (f"(builds: {', '.join(known)})" if known else "(Temporal knows no such deployment)")
+                + ": start its worker (durable-agents worker --deployment NAME --build-id ID) first"
+            )
+        handle = self.temporal.get_workflow_handle(session_id)
+        live = await self._is_running(handle)
+        if live and header.status != CheckpointStatus.AWAITING_APPROVAL:
+            raise SessionBusyError(session_id)
+        try:
+            moved = await self.temporal.execute_workflow(
+                MIGRATE_WORKFLOW,
+                MigrateSessionInput(session_id=session_id, to_build=target.to_canonical_string()),
+                id=f"migrate-{session_id[:900]}-{uuid.uuid4().hex[:8]}",
+                task_queue=self.task_queue,
+                result_type=MigrateSessionOutput,
+                versioning_override=PinnedVersioningOverride(target),
+                execution_timeout=timeout,
+                static_summary=f"migrate {session_id} to {target.to_canonical_string()}",
+            )
+        except WorkflowFailureError as e:
+            if isinstance(e.cause, TemporalTimeoutError):
+                raise ConfigurationError(
+                    f"no worker of build {target.to_canonical_string()} on task queue {self.task_queue!r} answered "
+                    f"within {timeout.total_seconds():.0f} s: the session is not moved"
+                ) from e
+            raise outcome_error(session_id, e) from e
+        if live:  # its approval resumes the session in a new run, on the target build
+            await handle.terminate(reason=f"durable-agents migrate: moved to build {target.to_canonical_string()}")
+        return moved
+
+    # -- streams ------------------------------------------------------------------------
+    async def stream(
+        self,
+        agent: str,
+        input: str | Message | Sequence[str | Message],
+        *,
+        session_id: str,
+        model: str | None = None,
+        interrupt: bool = False,
+        model_settings: ModelSettings | None = None,
+        usage_limits: UsageLimits | None = None,
+    ) -> AsyncIterator[Event]:
+        """``send()``, as the run goes: its events (``durable_agents.events``) in order, from
+        ``RunStarted`` to ``RunFinished`` or ``RunPaused`` (whose ``result`` is what ``send()``
+        returns). The model's text arrives as ``TextDelta`` events as the provider streams it;
+        a failed run ends with ``RunFailed``, then raises its typed error as ``send()`` would.
+        Each event's ``offset`` is its place in the session's log: ``watch(session_id,
+        after=offset)`` goes on from there (after a lost connection, from another process).
+        """
+        after = await asyncio.to_thread(self._log_end, session_id)
+        await self.start(
+            agent,
+            input,
+            session_id=session_id,
+            model=model,
+            interrupt=interrupt,
+            model_settings=model_settings,
+            usage_limits=usage_limits,
+            stream=True,
+        )
+        async for event in follow(self, session_id, after):
+            yield event
+
+    async def watch(self, session_id: str, *, after: int = 0) -> AsyncIterator[Event]:
+        """The session's events with an offset above ``after`` (0: from its first), then, while
+        a run is live, its events as they come, until the run's next outcome (``RunFinished``,
+        ``RunPaused``, ``RunFailed``: then its typed error is raised). Runs started with
+        ``stream=True`` (``stream()``, the CLI's ``run``) write events; a run that does not
+        stream is followed to its outcome only (an event with ``offset`` None)."""
+        if await asyncio.to_thread(self.store.load_header, session_id) is None:
+            live = await self._is_running(self.temporal.get_workflow_handle(session_id))
+            if not live and not await asyncio.to_thread(self._log_end, session_id):
+                raise CheckpointNotFoundError(f"no session {session_id!r} in {self.store!r}", session_id=session_id)
+        async for event in follow(self, session_id, after):
+            yield event
+
+    def _log_end(self, session_id: str) -> int:
+        try:
+            return self.store.last_event_offset(session_id)
+        except NotImplementedError:
+            raise ConfigurationError(
+                f"{type(self.store).__name__} keeps no event log, so runs cannot stream: use a store "
+                "that does (every shipped store does)"
+            ) from None
+
+
+# -- helpers ----------------------------------------------------------------------------
+@dataclass
+class _NewRun:
+    input: AgentRunInput
+    options: dict[str, Any]
+    """``start_workflow``'s keyword arguments (``WithStartWorkflowOperation``'s too)."""
+    token: str | None
+    """The kept input's token (dropped again if the session turns out busy)."""
+
+
+def _check_session_id(session_id: str, *, new: bool) -> None:
+    size = len(session_id.encode())
+    if size > (MAX_SESSION_ID_BYTES if new else TEMPORAL_ID_LIMIT):
+        why = (
+            f"new session ids are limited to {MAX_SESSION_ID_BYTES} bytes, to leave room under Temporal's "
+            f"{TEMPORAL_ID_LIMIT:,}-byte limit on workflow ids for the ids its forks take (<id>.fork-<n>)"
+            if new
+            else f"it is over Temporal's {TEMPORAL_ID_LIMIT:,}-byte limit on workflow ids: fork it into a shorter id"
+        )
+        raise ConfigurationError(f"session id of {size} bytes (UTF-8) is too long: {why}")
+
+
+def _refuse_subagent_session(store: CheckpointStore, session_id: str, parent: str, call: str | None) -> None:
+    """A sub-agent's session runs only as its parent's child (unless the parent is gone)."""
+    if store.load_header(parent) is None:
+        return
+    raise ConfigurationError(
+        f"session {session_id!r} is the sub-agent session of {parent!r} (its call {call}): its runs are "
+        f"started by {parent!r}'s; send to, resume, approve or cancel {parent!r} instead"
+    )
+
+
+def fork_workflow_id(session_id: str) -> str:
+    """``fork-<session id>-<nonce>``, or, where that would pass Temporal's limit,
+    ``fork-<prefix of the id>-<hash of the whole id>-<nonce>``: it always fits."""
+    nonce = uuid.uuid4().hex[:8]
+    if len(session_id.encode()) + len(f"fork--{nonce}") <= TEMPORAL_ID_LIMIT:
+        return f"fork-{session_id}-{nonce}"
+    digest = hashlib.sha256(session_id.encode()).hexdigest()[:16]
+    room = TEMPORAL_ID_LIMIT - len(f"fork--{digest}-{nonce}")
+    prefix = session_id.encode()[:room].decode("utf-8", errors="ignore")  # whole characters only
+    return f"fork-{prefix}-{digest}-{nonce}"
+
+
+def _check_movable(store: CheckpointStore, header: CheckpointHeader) -> None:
+    """``migrate`` moves unfinished top-level sessions only."""
+    sid = header.session_id
+    if header.parent_session_id is not None and store.load_header(header.parent_session_id) is not None:
+        raise ConfigurationError(
+            f"session {sid!r} is a sub-agent session of {header.parent_session_id!r}: migrate that one "
+            "(its sub-agents' runs follow it)"
+        )
+    if header.status == CheckpointStatus.FINISHED:
+        raise ConfigurationError(
+            f"session {sid!r} is finished: its next run starts on the deployment's current build (migrate "
+            "moves unfinished sessions)"
+        )

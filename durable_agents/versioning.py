@@ -12,7 +12,8 @@
   current build, and its agent there is the session's from then on.
   ``Agent(versioning="auto-upgrade")``: the runs move to the current build at their next
   workflow task.
-- :func:`migrate` moves a session to another build deliberately: the target build's
+- ``AgentClient.migrate`` (``durable-agents migrate``) moves a session to another build
+  deliberately (:func:`migrate` here is its deprecated former spelling): the target build's
   worker checks the session against its agent (a pending call's tool must exist; drift
   with ``on_agent_drift="error"`` is refused, nothing changed), then records the move
   (``build``, the agent's ``fingerprint``, a ``migrations`` entry with the drift). A
@@ -24,11 +25,11 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import uuid
+import warnings
 from collections.abc import Sequence
 from datetime import timedelta
 from importlib.metadata import PackageNotFoundError, version
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from temporalio.api.deployment.v1 import WorkerDeploymentVersion as ProtoVersion
 from temporalio.api.workflowservice.v1 import (
@@ -36,20 +37,17 @@ from temporalio.api.workflowservice.v1 import (
     DescribeWorkerDeploymentVersionRequest,
     SetWorkerDeploymentCurrentVersionRequest,
 )
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
+from temporalio.client import Client
 from temporalio.common import PinnedVersioningOverride, VersioningBehavior, WorkerDeploymentVersion
-from temporalio.exceptions import TimeoutError as TemporalTimeoutError
 from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agents.activities.definitions import Agent
-from durable_agents.activities.versioning import MigrateSessionInput, MigrateSessionOutput
-from durable_agents.checkpoint.errors import CheckpointNotFoundError, ConfigurationError
+from durable_agents.activities.versioning import MigrateSessionOutput
+from durable_agents.checkpoint.errors import ConfigurationError
 from durable_agents.checkpoint.format import CheckpointHeader, CheckpointStatus
 
 if TYPE_CHECKING:
     from temporalio.worker import WorkerDeploymentConfig
-
-    from durable_agents.client import AgentClient
 
 __all__ = [
     "MigrateSessionOutput",
@@ -64,7 +62,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 MIGRATE_TIMEOUT = timedelta(seconds=30)
-"""How long ``migrate`` waits for a worker of the target build to answer."""
+"""How long ``AgentClient.migrate`` waits for a worker of the target build to answer."""
 
 
 def derive_build_id(agents: Sequence[Agent]) -> str:
@@ -130,7 +128,8 @@ async def list_builds(client: Client, deployment: str) -> list[str]:
     return [v.deployment_version.build_id for v in described.worker_deployment_info.version_summaries]
 
 
-async def _build_exists(client: Client, target: WorkerDeploymentVersion) -> bool:
+async def build_exists(client: Client, target: WorkerDeploymentVersion) -> bool:
+    """Whether Temporal knows the build (a worker of it has polled, and it was not deleted)."""
     try:
         await client.workflow_service.describe_worker_deployment_version(
             DescribeWorkerDeploymentVersionRequest(
@@ -156,7 +155,7 @@ async def pinned_override(client: Client, header: CheckpointHeader | None) -> Pi
     if header.status == CheckpointStatus.FINISHED:
         return None
     target = WorkerDeploymentVersion(header.build.deployment_name, header.build.build_id)
-    if not await _build_exists(client, target):
+    if not await build_exists(client, target):
         log.warning(
             "session %s is on build %s, which Temporal no longer has", header.session_id, header.build.canonical
         )
@@ -164,86 +163,27 @@ async def pinned_override(client: Client, header: CheckpointHeader | None) -> Pi
     return PinnedVersioningOverride(target)
 
 
+class Migrates(Protocol):
+    """What the deprecated :func:`migrate` calls: an ``AgentClient``."""
+
+    async def migrate(
+        self, session_id: str, to_build: str, *, deployment: str | None = ..., timeout: timedelta = ...
+    ) -> MigrateSessionOutput: ...
+
+
 async def migrate(
-    agents: AgentClient,
+    agents: Migrates,
     session_id: str,
     to_build: str,
     *,
     deployment: str | None = None,
     timeout: timedelta = MIGRATE_TIMEOUT,
 ) -> MigrateSessionOutput:
-    """Move ``session_id`` to build ``to_build`` of ``deployment`` (default: the deployment
-    its checkpoint records). See the module docstring; raises ``AgentDriftError`` (the
-    target's agent drifted and says ``on_agent_drift="error"``), ``ResumeToolMissingError``,
-    ``SessionBusyError`` (a run is live and not paused), ``ConfigurationError`` (no such
-    build, a finished or sub-agent session, no worker of the build answered)."""
-    from durable_agents._outcomes import outcome_error
-    from durable_agents.errors import SessionBusyError
-    from durable_agents.workflows.migrate import MIGRATE_WORKFLOW
-
-    header = agents.store.load_header(session_id)
-    if header is None:
-        raise CheckpointNotFoundError(f"no session {session_id!r} in {agents.store!r}", session_id=session_id)
-    _check_movable(agents, header)
-    name = deployment or (header.build.deployment_name if header.build else None)
-    if name is None:
-        raise ConfigurationError(
-            f"session {session_id!r} records no build (its runs were on unversioned workers): name the "
-            "deployment to move it to (--deployment NAME)"
-        )
-    target = WorkerDeploymentVersion(name, to_build)
-    if not await _build_exists(agents.temporal, target):
-        known = await list_builds(agents.temporal, name)
-        raise ConfigurationError(
-            f"deployment {name!r} has no build {to_build!r} "
-            + (f"(builds: {', '.join(known)})" if known else "(Temporal knows no such deployment)")
-            + ": start its worker (durable-agents worker --deployment NAME --build-id ID) first"
-        )
-    handle = agents.temporal.get_workflow_handle(session_id)
-    live = await _is_live(handle)
-    if live and header.status != CheckpointStatus.AWAITING_APPROVAL:
-        raise SessionBusyError(session_id)
-    try:
-        moved = await agents.temporal.execute_workflow(
-            MIGRATE_WORKFLOW,
-            MigrateSessionInput(session_id=session_id, to_build=target.to_canonical_string()),
-            id=f"migrate-{session_id[:900]}-{uuid.uuid4().hex[:8]}",
-            task_queue=agents.task_queue,
-            result_type=MigrateSessionOutput,
-            versioning_override=PinnedVersioningOverride(target),
-            execution_timeout=timeout,
-            static_summary=f"migrate {session_id} to {target.to_canonical_string()}",
-        )
-    except WorkflowFailureError as e:
-        if isinstance(e.cause, TemporalTimeoutError):
-            raise ConfigurationError(
-                f"no worker of build {target.to_canonical_string()} on task queue {agents.task_queue!r} answered "
-                f"within {timeout.total_seconds():.0f} s: the session is not moved"
-            ) from e
-        raise outcome_error(session_id, e) from e
-    if live:  # its approval resumes the session in a new run, on the target build
-        await handle.terminate(reason=f"durable-agents migrate: moved to build {target.to_canonical_string()}")
-    return moved
-
-
-def _check_movable(agents: AgentClient, header: CheckpointHeader) -> None:
-    sid = header.session_id
-    if header.parent_session_id is not None and agents.store.load_header(header.parent_session_id) is not None:
-        raise ConfigurationError(
-            f"session {sid!r} is a sub-agent session of {header.parent_session_id!r}: migrate that one "
-            "(its sub-agents' runs follow it)"
-        )
-    if header.status == CheckpointStatus.FINISHED:
-        raise ConfigurationError(
-            f"session {sid!r} is finished: its next run starts on the deployment's current build (migrate "
-            "moves unfinished sessions)"
-        )
-
-
-async def _is_live(handle: WorkflowHandle) -> bool:
-    try:
-        return (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
-    except RPCError as e:
-        if e.status == RPCStatusCode.NOT_FOUND:
-            return False
-        raise
+    """Deprecated: ``await agents.migrate(session_id, to_build, deployment=…)``
+    (``AgentClient.migrate``), which this calls."""
+    warnings.warn(
+        "durable_agents.versioning.migrate(agents, ...) is deprecated: use await agents.migrate(...)",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return await agents.migrate(session_id, to_build, deployment=deployment, timeout=timeout)
