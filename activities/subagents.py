@@ -11,7 +11,6 @@ finds agents by name) and depth (``max_subagent_depth``).
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -22,14 +21,14 @@ from pydantic import BaseModel, Field
 from durable_agents.activities.schemas import json_schema
 from durable_agents.checkpoint.errors import ConfigurationError
 from durable_agents.checkpoint.format import Message, ToolSpec
+from durable_agents.checkpoint.stores._subagents import SESSION_ID_BYTES as SESSION_ID_BYTES
+from durable_agents.checkpoint.stores._subagents import subagent_session_id as subagent_session_id
 
 if TYPE_CHECKING:
     from durable_agents.activities.definitions import Agent
 
 DEFAULT_MAX_DEPTH = 3
 """How deep sub-agents may nest below a top-level agent unless it says otherwise."""
-SESSION_ID_BYTES = 900
-"""A sub-agent's session id stays under this, like a new session's (room for its forks' ids)."""
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
@@ -146,16 +145,3 @@ def with_subagents(agents: Iterable[Agent]) -> list[Agent]:
         found.append(agent)
         stack += reversed([t.agent for t in agent.subagent_tools])
     return found
-
-
-def subagent_session_id(parent_session_id: str, position: int) -> str:
-    """``<parent>/<position>``: derived from the parent's session and the call's result
-    position (unique in a session), so a retried or resumed parent finds the same child.
-    Where that would pass :data:`SESSION_ID_BYTES`, ``<prefix of the parent>~<hash>/<position>``."""
-    sid = f"{parent_session_id}/{position}"
-    if len(sid.encode()) <= SESSION_ID_BYTES:
-        return sid
-    digest = hashlib.sha256(parent_session_id.encode()).hexdigest()[:16]
-    room = SESSION_ID_BYTES - len(f"~{digest}/{position}")
-    prefix = parent_session_id.encode()[:room].decode("utf-8", errors="ignore")  # whole characters only
-    return f"{prefix}~{digest}/{position}"

@@ -16,6 +16,7 @@ from durable_agents.checkpoint.conformance._base import (
     two_handles,
 )
 from durable_agents.checkpoint.format import Checkpoint, CheckpointStatus, Message, Role, ToolCall
+from durable_agents.checkpoint.stores._subagents import subagent_session_id
 from durable_agents.checkpoint.stores.base import StoreCapabilities
 from durable_agents.checkpoint.transcript import pending_tool_calls
 
@@ -147,7 +148,7 @@ class SessionChecks(ConformanceBase):
     # -- sub-agent sessions go with their parent ---------------------------------------------
     def test_delete_drops_the_sessions_sub_agent_sessions_too(self, stores: StoreHandles) -> None:
         store = stores()
-        long_parent = "p" * 899  # its children's ids are hashed (activities.subagents.subagent_session_id)
+        long_parent = "p" * 899  # its children's ids are hashed (stores._subagents.subagent_session_id)
         for parent in ("a", long_parent):
             grow(store, parent, 1)
             child = _subagent(store, parent, 3)
@@ -203,7 +204,6 @@ class SessionChecks(ConformanceBase):
 
 def _subagent(store, parent: str, position: int, at: datetime | None = None) -> str:
     """A sub-agent session of ``parent`` (its id as the worker makes it), saved at ``at``."""
-    from durable_agents.activities.subagents import subagent_session_id
 
     sid = subagent_session_id(parent, position)
     store.save(

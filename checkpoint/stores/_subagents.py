@@ -2,7 +2,7 @@
 
 A sub-agent's session is named ``<parent>/<the call's result position>`` (or, when
 that is too long, ``<prefix of the parent>~<hash>/<position>``) and records its
-parent in ``parentSessionId`` (``activities.subagents.subagent_session_id``). The
+parent in ``parentSessionId`` (``subagent_session_id`` below). The
 id shape finds the candidates, the header decides: a session a user named
 ``chat/3`` is nobody's child.
 
@@ -18,6 +18,7 @@ id shape finds the candidates, the header decides: a session a user named
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Callable, Collection
 from datetime import datetime
@@ -27,6 +28,23 @@ from durable_agents.checkpoint.format import CheckpointStatus, SessionSummary
 
 if TYPE_CHECKING:
     from durable_agents.checkpoint.stores.base import CheckpointStore
+
+SESSION_ID_BYTES = 900
+"""A sub-agent's session id stays under this, like a new session's (room for its forks' ids)."""
+
+
+def subagent_session_id(parent_session_id: str, position: int) -> str:
+    """``<parent>/<position>``: derived from the parent's session and the call's result
+    position (unique in a session), so a retried or resumed parent finds the same child.
+    Where that would pass :data:`SESSION_ID_BYTES`, ``<prefix of the parent>~<hash>/<position>``."""
+    sid = f"{parent_session_id}/{position}"
+    if len(sid.encode()) <= SESSION_ID_BYTES:
+        return sid
+    digest = hashlib.sha256(parent_session_id.encode()).hexdigest()[:16]
+    room = SESSION_ID_BYTES - len(f"~{digest}/{position}")
+    prefix = parent_session_id.encode()[:room].decode("utf-8", errors="ignore")  # whole characters only
+    return f"{prefix}~{digest}/{position}"
+
 
 _CHILD_ID = re.compile(r"/\d+$")
 
