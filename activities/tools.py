@@ -27,10 +27,9 @@ from durable_agents.activities.providers.base import INVALID_JSON_KEY
 from durable_agents.activities.step_events import tool_finished, tool_started
 from durable_agents.activities.tool_definitions import Tool, ToolContext
 from durable_agents.activities.transcript import repair_text, repaired_value
-from durable_agents.checkpoint.errors import FailureType
+from durable_agents.checkpoint.errors import FailureType, PropagatingToolError
 from durable_agents.checkpoint.format import CheckpointHeader, Message, ToolCall
 from durable_agents.checkpoint.transcript import result_content
-from durable_agents.errors import PropagatingToolError
 
 CANCELLED = '{"error": "cancelled"}'
 
