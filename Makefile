@@ -33,6 +33,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	PYTHON=$(BIN)/python bash scripts/typecheck.sh
+	$(BIN)/python -P -m pytest -q tests/test_layering.py   # dependencies point one way (docs/design.md §1)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 # the docs site, served locally (http://127.0.0.1:8000); nothing is fetched
