@@ -308,6 +308,6 @@ async def cmd_dev(args: argparse.Namespace) -> int:
 
 
 async def cmd_demo(args: argparse.Namespace) -> int:
-    from durable_agents.examples.demo import run_demo
+    from durable_agents.cli.demo import run_demo
 
     return await run_demo(model=args.model, keep_running=args.keep_running, store_url=args.store)
