@@ -34,7 +34,7 @@ from durable_agents.activities.deps import ActivityDeps
 from durable_agents.activities.events import streams, write_events_now
 from durable_agents.activities.keys import idempotency_key
 from durable_agents.activities.step_events import approval_decided, approval_requested, rejected_call
-from durable_agents.activities.tool_definitions import ToolContext
+from durable_agents.agent.tools import ToolContext
 from durable_agents.checkpoint.events import parse_event
 from durable_agents.checkpoint.format import CheckpointHeader, CheckpointStatus, Decision, Message
 

@@ -22,10 +22,8 @@ from typing import overload
 
 from durable_agents.activities import metrics
 from durable_agents.activities.deps import ActivityDeps
-from durable_agents.activities.hooks import run_hook
-from durable_agents.activities.providers.base import ModelRequest
-from durable_agents.activities.providers.registry import split_model_string
 from durable_agents.activities.transcript import repair_text
+from durable_agents.agent.hooks import run_hook
 from durable_agents.checkpoint.context import (
     SummaryTask,
     current_instructions,
@@ -47,6 +45,8 @@ from durable_agents.checkpoint.format import (
     Role,
     Usage,
 )
+from durable_agents.providers.base import ModelRequest
+from durable_agents.providers.registry import split_model_string
 
 
 @dataclass

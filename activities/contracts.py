@@ -15,6 +15,7 @@ from pydantic import Field
 
 from durable_agents.checkpoint.fingerprint import AgentDrift
 from durable_agents.checkpoint.format import (
+    CheckpointStatus,
     FinishReason,
     FormatModel,
     Message,
@@ -122,28 +123,44 @@ def call_views(calls: list[ToolCall]) -> list[dict[str, Any]]:
     return [bounded(call.arguments) for call in calls]
 
 
-class BeginRunInput(FormatModel):
+class RunRequest(FormatModel):
+    """What a run is asked to do: its session and agent, its input, this run's overrides.
+
+    One type for the request wherever it travels: the client sends it as the workflow's
+    input (``AgentRunInput`` adds what only the workflow uses), and the workflow hands
+    the same fields to ``begin_run`` (``BeginRunInput`` adds what only that activity uses)."""
+
     session_id: str
     agent: str
     input: list[Message] = Field(default_factory=list)
+    """Input inline: only from a store that keeps no run input (and older histories)."""
     input_token: str | None = None
-    """Read the input from the store's run input under this token (then drop it)."""
+    """The run's input, written to the store by the client before it started the run
+    (``begin_run`` reads it under this token, then drops it)."""
     store_id: str | None = None
-    """The client's store; a worker whose store differs fails the run, naming both."""
+    """The client's store: a worker on another store refuses the run, naming both."""
     store_location: str | None = None
     model: str | None = None
     """Override of the agent's model for this run (e.g. from the CLI)."""
-    resolve_approval_id: str | None = None
-    """Resume a session paused on this approval (its run had closed before the decision)."""
     model_settings: ModelSettings | None = None
     """This run's model settings (replacing the agent's); a resume keeps the recorded ones."""
     usage_limits: UsageLimits | None = None
+    stream: bool | None = None
+    """Write the run's events (text deltas included) to the store's event log, for
+    ``AgentClient.stream`` / ``watch``; None or False: the run does not stream."""
+
+    def request(self) -> dict[str, Any]:
+        """This request's own fields (not a subclass's), to pass on as another request."""
+        return {name: getattr(self, name) for name in RunRequest.model_fields}
+
+
+class BeginRunInput(RunRequest):
+    resolve_approval_id: str | None = None
+    """Resume a session paused on this approval (its run had closed before the decision)."""
     parent_session_id: str | None = None
     """Set for a sub-agent's run: a new session records its parent (and the parent's call)."""
     parent_tool_call_id: str | None = None
     parent_session_uid: str | None = None
-    stream: bool | None = None
-    """The run streams: its events go to the store's event log (``RunConfig.stream``)."""
     search_attributes: list[str] = Field(default_factory=list)
     """Search attributes the run would set, when its starter did not say whether the namespace
     has them: the activity tells (``BeginRunOutput.search_attributes``)."""
@@ -381,3 +398,20 @@ class ForkSessionOutput(FormatModel):
     message_count: int
     entry: int | None = None
     """The number of the history entry forked (None in older histories)."""
+
+
+MIGRATE_SESSION = "migrate_session"
+
+
+class MigrateSessionInput(FormatModel):
+    session_id: str
+    to_build: str
+    """``<deployment>.<build id>`` the client asked for; this worker must be it."""
+
+
+class MigrateSessionOutput(FormatModel):
+    agent: str
+    from_build: str | None = None
+    to_build: str
+    drift: AgentDrift | None = None
+    status: CheckpointStatus

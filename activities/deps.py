@@ -15,15 +15,15 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from durable_agents.activities import tracing
-from durable_agents.activities.definitions import Agent
 from durable_agents.activities.mcp_client import MCPConnections
-from durable_agents.activities.providers.registry import ProviderRegistry
 from durable_agents.activities.transcript_cache import TranscriptCache
 from durable_agents.activities.versioning import WorkerBuild
+from durable_agents.agent.agent import Agent
 from durable_agents.checkpoint.errors import CheckpointNotFoundError, DurableAgentsError, FailureType
 from durable_agents.checkpoint.format import CheckpointHeader, Message, ToolCall
 from durable_agents.checkpoint.stores.base import CheckpointStore, WouldWait
 from durable_agents.checkpoint.stores.encrypted import refuse_sealed
+from durable_agents.providers.registry import ProviderRegistry
 
 T = TypeVar("T")
 

@@ -23,8 +23,6 @@ from durable_agents.activities.contracts import (
     RecordEventsInput,
 )
 from durable_agents.activities.deps import ActivityDeps
-from durable_agents.activities.providers.base import ModelProvider, ModelRequest, ModelResponse, unexpected_failure
-from durable_agents.activities.providers.registry import provider_label
 from durable_agents.activities.transcript import repair_text
 from durable_agents.checkpoint.errors import DurableAgentsError
 from durable_agents.checkpoint.events import (
@@ -37,6 +35,8 @@ from durable_agents.checkpoint.events import (
     step_text,
 )
 from durable_agents.checkpoint.format import CheckpointHeader, Message, Usage
+from durable_agents.providers.base import ModelProvider, ModelRequest, ModelResponse, unexpected_failure
+from durable_agents.providers.registry import provider_label
 
 FLUSH_SECONDS = 0.03
 """How often a streaming model call writes its buffered text deltas (the first at once)."""

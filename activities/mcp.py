@@ -38,15 +38,15 @@ from pydantic_core import PydanticCustomError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from durable_agents.activities.definitions import Agent
 from durable_agents.activities.deps import ActivityDeps, heartbeating
 from durable_agents.activities.mcp_client import MCPConnections, MCPLost, MCPRefused, MCPUnavailable
-from durable_agents.activities.mcp_servers import MCPServerHTTP, MCPServerStdio
-from durable_agents.activities.output import OUTPUT_TOOL
-from durable_agents.activities.tool_definitions import TOOL_HEARTBEAT_SECONDS, Tool, ToolContext
-from durable_agents.activities.tools import ToolResultError, durability_error
+from durable_agents.agent.agent import Agent
+from durable_agents.agent.mcp import MCPServerHTTP, MCPServerStdio
+from durable_agents.agent.output import OUTPUT_TOOL
+from durable_agents.agent.tools import TOOL_HEARTBEAT_SECONDS, Tool, ToolContext, ToolResultError
 from durable_agents.checkpoint.errors import ConfigurationError, FailureType
 from durable_agents.checkpoint.format import ToolCall, ToolSpec
+from durable_agents.checkpoint.transcript import durability_error
 
 if TYPE_CHECKING:
     from mcp.types import CallToolResult

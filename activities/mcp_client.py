@@ -32,7 +32,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, cast
 
-from durable_agents.activities.mcp_servers import MCPServerHTTP, MCPServerStdio
+from durable_agents.agent.mcp import MCPServerHTTP, MCPServerStdio
 from durable_agents.checkpoint.errors import ConfigurationError
 
 if TYPE_CHECKING:

@@ -26,11 +26,9 @@ from durable_agents.activities.contracts import (
 )
 from durable_agents.activities.deps import ActivityDeps, heartbeating
 from durable_agents.activities.events import TurnStream, generate, turn_stream
-from durable_agents.activities.hooks import run_hook
-from durable_agents.activities.output import OUTPUT_TOOL, OutputCheck, check_turn, output_tool_spec
-from durable_agents.activities.providers.base import ModelRequest, ModelResponse
-from durable_agents.activities.providers.registry import split_model_string
 from durable_agents.activities.transcript import repaired_turn
+from durable_agents.agent.hooks import run_hook
+from durable_agents.agent.output import OUTPUT_TOOL, OutputCheck, check_turn, output_tool_spec
 from durable_agents.checkpoint.errors import FailureType
 from durable_agents.checkpoint.format import (
     FORMAT_VERSION,
@@ -42,6 +40,8 @@ from durable_agents.checkpoint.format import (
     Role,
     Usage,
 )
+from durable_agents.providers.base import ModelRequest, ModelResponse
+from durable_agents.providers.registry import split_model_string
 
 
 class ModelActivities:

@@ -29,13 +29,13 @@ from durable_agents.activities.contracts import (
     call_ref,
     call_views,
 )
-from durable_agents.activities.definitions import Agent
 from durable_agents.activities.deps import ActivityDeps
 from durable_agents.activities.events import streams, write_events, write_events_now
 from durable_agents.activities.step_events import run_failed, run_started
 from durable_agents.activities.tools import CANCELLED
 from durable_agents.activities.transcript import input_key, new_input_after, pending_tool_calls, strip_system
 from durable_agents.activities.versioning import apply_agent_versioning
+from durable_agents.agent.agent import Agent
 from durable_agents.checkpoint.errors import ConfigurationError, FailureType
 from durable_agents.checkpoint.fingerprint import compare_fingerprints
 from durable_agents.checkpoint.format import (

@@ -22,7 +22,6 @@ from temporalio import activity
 
 from durable_agents.activities.deps import ActivityDeps
 from durable_agents.activities.events import Keyed, streams, write_events_now
-from durable_agents.activities.providers.base import INVALID_JSON_KEY
 from durable_agents.activities.step_events import (
     call_finished,
     call_started,
@@ -41,7 +40,6 @@ from durable_agents.activities.subagent_contracts import (
     StartSubagentInput,
     StartSubagentOutput,
 )
-from durable_agents.activities.subagents import subagent_session_id
 from durable_agents.activities.transcript import pending_tool_calls
 from durable_agents.checkpoint.events import RunPaused, parse_event
 from durable_agents.checkpoint.format import (
@@ -53,7 +51,9 @@ from durable_agents.checkpoint.format import (
     SubagentApproval,
     ToolCall,
 )
+from durable_agents.checkpoint.stores._subagents import subagent_session_id
 from durable_agents.checkpoint.stores.base import CheckpointStore, last_turn_messages
+from durable_agents.providers.base import INVALID_JSON_KEY
 
 
 def subagent_result(store: CheckpointStore, session_id: str, reason: FinishReason | None = None) -> tuple[str, bool]:

@@ -21,42 +21,20 @@ from durable_agents.activities.approvals import approved_content, decision_at
 from durable_agents.activities.contracts import EXECUTE_TOOL, ExecuteToolInput, ExecuteToolOutput
 from durable_agents.activities.deps import ActivityDeps, heartbeating
 from durable_agents.activities.events import streams, write_events
-from durable_agents.activities.hooks import Rewrite, Veto, run_hook
 from durable_agents.activities.keys import idempotency_key
-from durable_agents.activities.providers.base import INVALID_JSON_KEY
 from durable_agents.activities.step_events import tool_finished, tool_started
-from durable_agents.activities.tool_definitions import Tool, ToolContext
 from durable_agents.activities.transcript import repair_text, repaired_value
+from durable_agents.agent.hooks import Rewrite, Veto, run_hook
+from durable_agents.agent.tools import Tool, ToolContext, ToolResultError
 from durable_agents.checkpoint.errors import FailureType, PropagatingToolError
 from durable_agents.checkpoint.format import CheckpointHeader, Message, ToolCall
-from durable_agents.checkpoint.transcript import result_content
+from durable_agents.checkpoint.transcript import durability_error, result_content
+from durable_agents.providers.base import INVALID_JSON_KEY
 
 CANCELLED = '{"error": "cancelled"}'
 
 
-def durability_error(call: ToolCall) -> dict[str, Any]:
-    return {
-        "error": (
-            f"Tool '{call.name}' (call {call.id}) was requested but its execution did not "
-            "complete durably: it may or may not have taken effect. It was not run again. "
-            "Check its effect before deciding to call it again."
-        ),
-        "kind": "tool-durability-error",
-        "toolName": call.name,
-        "toolCallId": call.id,
-    }
-
-
 _dump = result_content
-
-
-class ToolResultError(Exception):
-    """Raised by a tool to record exactly ``content`` (JSON) as its error result, of ``kind``
-    (e.g. an MCP tool's ``isError`` result, or a durability error it detected itself)."""
-
-    def __init__(self, content: dict[str, Any], kind: str = "error") -> None:
-        super().__init__(content.get("error", kind))
-        self.content, self.kind = content, kind
 
 
 def _aborted() -> bool:

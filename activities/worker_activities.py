@@ -10,14 +10,15 @@ from durable_agents.activities.deps import ActivityDeps
 from durable_agents.activities.events import EventActivities
 from durable_agents.activities.fork import ForkActivities
 from durable_agents.activities.mcp_client import MCPConnections
+from durable_agents.activities.migrate import MigrateActivities
 from durable_agents.activities.model import ModelActivities
-from durable_agents.activities.providers.registry import ProviderRegistry
 from durable_agents.activities.session import SessionActivities
 from durable_agents.activities.subagent_activities import SubagentActivities
 from durable_agents.activities.tools import ToolActivities
 from durable_agents.activities.transcript_cache import TranscriptCache
-from durable_agents.activities.versioning import VersioningActivities, WorkerBuild
+from durable_agents.activities.versioning import WorkerBuild
 from durable_agents.checkpoint.stores.base import CheckpointStore
+from durable_agents.providers.registry import ProviderRegistry
 
 
 def build_activities(
@@ -51,7 +52,7 @@ def build_activities(
         ModelActivities(deps).model_turn,
         ToolActivities(deps).execute_tool,
         ForkActivities(deps).fork_session,
-        VersioningActivities(deps).migrate_session,
+        MigrateActivities(deps).migrate_session,
         EventActivities(deps).record_events,
         *SubagentActivities(deps).all(),
     ]

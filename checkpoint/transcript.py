@@ -37,3 +37,18 @@ def result_content(value: Any) -> str:
     if isinstance(value, str):
         return value
     return json.dumps(value, default=str)
+
+
+def durability_error(call: ToolCall) -> dict[str, Any]:
+    """The error result recorded for a call that started and never recorded a result: it may
+    or may not have taken effect, and it is not run again (docs/design.md §5)."""
+    return {
+        "error": (
+            f"Tool '{call.name}' (call {call.id}) was requested but its execution did not "
+            "complete durably: it may or may not have taken effect. It was not run again. "
+            "Check its effect before deciding to call it again."
+        ),
+        "kind": "tool-durability-error",
+        "toolName": call.name,
+        "toolCallId": call.id,
+    }

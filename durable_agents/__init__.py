@@ -13,15 +13,16 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from durable_agents import _moved
+
+_moved.install()
+
 if TYPE_CHECKING:
     from durable_agents.activities.contracts import ApprovalDecision, PendingApproval
-    from durable_agents.activities.definitions import Agent
-    from durable_agents.activities.hooks import Hooks, Rewrite, Veto
-    from durable_agents.activities.mcp_servers import MCPServerHTTP, MCPServerStdio
-    from durable_agents.activities.providers.base import ModelProvider, ModelRequest, ModelResponse
-    from durable_agents.activities.providers.registry import register_provider
-    from durable_agents.activities.providers.scripted import ScriptedToolCall, ScriptedTurn, register_script
-    from durable_agents.activities.tool_definitions import Tool, ToolContext, tool
+    from durable_agents.agent.agent import Agent
+    from durable_agents.agent.hooks import Hooks, Rewrite, Veto
+    from durable_agents.agent.mcp import MCPServerHTTP, MCPServerStdio
+    from durable_agents.agent.tools import Tool, ToolContext, tool
     from durable_agents.checkpoint.context_policy import KeepLastTurns, SummarizeOlder, TokenBudget
     from durable_agents.checkpoint.fork import Patch
     from durable_agents.checkpoint.format import (
@@ -61,12 +62,15 @@ if TYPE_CHECKING:
         ToolDurabilityError,
     )
     from durable_agents.plugin import DurableAgentsPlugin
+    from durable_agents.providers.base import ModelProvider, ModelRequest, ModelResponse
+    from durable_agents.providers.registry import register_provider
+    from durable_agents.providers.scripted import ScriptedToolCall, ScriptedTurn, register_script
     from durable_agents.result import RunResult
     from durable_agents.worker import build_worker
 
 _EXPORTS: dict[str, str] = {
     "DEFAULT_TASK_QUEUE": "durable_agents.connection",
-    "Agent": "durable_agents.activities.definitions",
+    "Agent": "durable_agents.agent.agent",
     "AgentClient": "durable_agents.client",
     "AgentDriftError": "durable_agents.errors",
     "ApprovalDecision": "durable_agents.activities.contracts",
@@ -87,8 +91,8 @@ _EXPORTS: dict[str, str] = {
     "ImagePart": "durable_agents.checkpoint.parts",
     "DocumentPart": "durable_agents.checkpoint.parts",
     "OpaquePart": "durable_agents.checkpoint.parts",
-    "MCPServerHTTP": "durable_agents.activities.mcp_servers",
-    "MCPServerStdio": "durable_agents.activities.mcp_servers",
+    "MCPServerHTTP": "durable_agents.agent.mcp",
+    "MCPServerStdio": "durable_agents.agent.mcp",
     "ModelProviderError": "durable_agents.errors",
     "OutputValidationError": "durable_agents.errors",
     "Patch": "durable_agents.checkpoint.fork",
@@ -96,34 +100,34 @@ _EXPORTS: dict[str, str] = {
     "ResumeToolMissingError": "durable_agents.errors",
     "RunFailedError": "durable_agents.errors",
     "RunResult": "durable_agents.result",
-    "ScriptedToolCall": "durable_agents.activities.providers.scripted",
-    "ScriptedTurn": "durable_agents.activities.providers.scripted",
+    "ScriptedToolCall": "durable_agents.providers.scripted",
+    "ScriptedTurn": "durable_agents.providers.scripted",
     "SessionAwaitingApprovalError": "durable_agents.errors",
     "SessionBusyError": "durable_agents.errors",
     "StoreCorruptError": "durable_agents.errors",
     "StoreDamageWarning": "durable_agents.errors",
     "StoreUnavailableError": "durable_agents.errors",
-    "Tool": "durable_agents.activities.tool_definitions",
+    "Tool": "durable_agents.agent.tools",
     "ToolCall": "durable_agents.checkpoint.format",
-    "ToolContext": "durable_agents.activities.tool_definitions",
+    "ToolContext": "durable_agents.agent.tools",
     "ToolDurabilityError": "durable_agents.errors",
     "Usage": "durable_agents.checkpoint.format",
     "build_worker": "durable_agents.worker",
     "connect": "durable_agents.connection",
-    "register_script": "durable_agents.activities.providers.scripted",
+    "register_script": "durable_agents.providers.scripted",
     "ModelSettings": "durable_agents.checkpoint.format",
     "UsageLimits": "durable_agents.checkpoint.format",
     "ModelPrice": "durable_agents.checkpoint.format",
-    "register_provider": "durable_agents.activities.providers.registry",
-    "ModelRequest": "durable_agents.activities.providers.base",
-    "ModelResponse": "durable_agents.activities.providers.base",
-    "ModelProvider": "durable_agents.activities.providers.base",
-    "Hooks": "durable_agents.activities.hooks",
-    "Veto": "durable_agents.activities.hooks",
-    "Rewrite": "durable_agents.activities.hooks",
+    "register_provider": "durable_agents.providers.registry",
+    "ModelRequest": "durable_agents.providers.base",
+    "ModelResponse": "durable_agents.providers.base",
+    "ModelProvider": "durable_agents.providers.base",
+    "Hooks": "durable_agents.agent.hooks",
+    "Veto": "durable_agents.agent.hooks",
+    "Rewrite": "durable_agents.agent.hooks",
     "PropagatingToolError": "durable_agents.errors",
     "HookFailedError": "durable_agents.errors",
-    "tool": "durable_agents.activities.tool_definitions",
+    "tool": "durable_agents.agent.tools",
     "KeepLastTurns": "durable_agents.checkpoint.context_policy",
     "TokenBudget": "durable_agents.checkpoint.context_policy",
     "SummarizeOlder": "durable_agents.checkpoint.context_policy",

@@ -6,7 +6,7 @@ import importlib
 import sys
 from pathlib import Path
 
-from durable_agents.activities.definitions import Agent
+from durable_agents.agent.agent import Agent
 from durable_agents.checkpoint.errors import ConfigurationError
 
 

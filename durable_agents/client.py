@@ -48,10 +48,11 @@ from durable_agents.activities.contracts import (
     ApprovalDecision,
     ForkSessionInput,
     ForkSessionOutput,
+    MigrateSessionInput,
+    MigrateSessionOutput,
     PendingApproval,
     edited_arguments_problem,
 )
-from durable_agents.activities.versioning import MigrateSessionInput, MigrateSessionOutput
 from durable_agents.checkpoint.events import Event
 from durable_agents.checkpoint.fork import Patch
 from durable_agents.checkpoint.format import (

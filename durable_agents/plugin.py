@@ -36,12 +36,12 @@ from durable_agents.checkpoint.errors import ConfigurationError, DurableAgentsEr
 from durable_agents.converter import with_our_converter
 
 if TYPE_CHECKING:
-    from durable_agents.activities.definitions import Agent
-    from durable_agents.activities.providers.base import ModelProvider
-    from durable_agents.activities.providers.registry import ProviderRegistry
     from durable_agents.activities.transcript_cache import TranscriptCache
     from durable_agents.activities.versioning import WorkerBuild
+    from durable_agents.agent.agent import Agent
     from durable_agents.checkpoint.stores.base import CheckpointStore
+    from durable_agents.providers.base import ModelProvider
+    from durable_agents.providers.registry import ProviderRegistry
 
 __all__ = ["DurableAgentsPlugin"]
 
@@ -108,9 +108,9 @@ class DurableAgentsPlugin(SimplePlugin):
         if store is not None:
             from durable_agents.activities import build_activities
             from durable_agents.activities.mcp_client import MCPConnections
-            from durable_agents.activities.providers.registry import ProviderRegistry
-            from durable_agents.activities.subagents import with_subagents
             from durable_agents.activities.versioning import WorkerBuild
+            from durable_agents.agent.agent import with_subagents
+            from durable_agents.providers.registry import ProviderRegistry
             from durable_agents.workflows import ALL_WORKFLOWS
 
             _check_store(store, allow_memory_store)
@@ -152,7 +152,7 @@ class DurableAgentsPlugin(SimplePlugin):
 
 def _check_providers(agents: Sequence[Agent], registry: ProviderRegistry) -> None:
     """Every agent's provider has an implementation on this worker (checked at start, not at the first turn)."""
-    from durable_agents.activities.providers.registry import preload, split_model_string
+    from durable_agents.providers.registry import preload, split_model_string
 
     known = registry.names()
     used = []

@@ -41,8 +41,8 @@ from temporalio.client import Client
 from temporalio.common import PinnedVersioningOverride, VersioningBehavior, WorkerDeploymentVersion
 from temporalio.service import RPCError, RPCStatusCode
 
-from durable_agents.activities.definitions import Agent
-from durable_agents.activities.versioning import MigrateSessionOutput
+from durable_agents.activities.contracts import MigrateSessionOutput
+from durable_agents.agent.agent import Agent
 from durable_agents.checkpoint.errors import ConfigurationError
 from durable_agents.checkpoint.format import CheckpointHeader, CheckpointStatus
 
@@ -70,7 +70,7 @@ def derive_build_id(agents: Sequence[Agent]) -> str:
     instructions, tool schemas; docs/design.md §6), drift and versioning policies, its sub-agents',
     and this package's version. Equal agents give equal ids, in any order; a changed
     agent gives another id, so deploying it makes a new build."""
-    from durable_agents.activities.subagents import with_subagents
+    from durable_agents.agent.agent import with_subagents
 
     described = sorted(
         (a.name, a.fingerprint().digest, a.on_agent_drift, a.versioning) for a in with_subagents(list(agents))

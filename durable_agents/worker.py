@@ -18,14 +18,14 @@ from temporalio.worker import (
 )
 from temporalio.worker import Plugin as WorkerPlugin
 
-from durable_agents.activities.definitions import Agent
-from durable_agents.activities.providers.base import ModelProvider
 from durable_agents.activities.transcript_cache import DEFAULT_CACHE_BYTES, DEFAULT_CACHE_SESSIONS, TranscriptCache
+from durable_agents.agent.agent import Agent
 from durable_agents.checkpoint.errors import ConfigurationError
 from durable_agents.checkpoint.stores.base import CheckpointStore
 from durable_agents.connection import DEFAULT_TASK_QUEUE
 from durable_agents.converter import carries_our_payloads, with_our_converter
 from durable_agents.plugin import DurableAgentsPlugin
+from durable_agents.providers.base import ModelProvider
 from durable_agents.versioning import deployment_config
 
 __all__ = ["build_worker"]

@@ -9,8 +9,8 @@ from temporalio.client import WorkflowUpdateFailedError
 
 from durable_agents import ApprovalNotPendingError, SessionAwaitingApprovalError
 from durable_agents.activities.contracts import ApprovalDecision
-from durable_agents.activities.providers import scripted
 from durable_agents.checkpoint import CheckpointStatus, FinishReason, Role
+from durable_agents.providers import scripted
 from tests import agents
 from tests.conftest import session_id
 

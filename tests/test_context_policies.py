@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 
 from durable_agents import Agent, AgentClient, Hooks, KeepLastTurns, SummarizeOlder, TokenBudget
-from durable_agents.activities.providers.base import ModelRequest
-from durable_agents.activities.providers.openai_chat import to_openai_params
 from durable_agents.checkpoint import FinishReason, Role, SqliteStore
 from durable_agents.checkpoint.context import SUMMARY_HEADING, estimate_tokens, sent_messages, step_position
 from durable_agents.checkpoint.format import Message
+from durable_agents.providers.base import ModelRequest
+from durable_agents.providers.openai_chat import to_openai_params
 from durable_agents.testing import CrashWindow, WorkerProcess, check_guarantees, read_records
 from tests.conftest import session_id
 from tests.context_agents import step_tool

@@ -33,7 +33,7 @@ def test_light_faces_load_no_store_driver_and_no_llm_sdk():
         "import sys, durable_agents.workflows.contracts, durable_agents.activities.contracts, "
         "durable_agents.checkpoint, durable_agents.checkpoint.fork, durable_agents.checkpoint.compare; "
         "print(sorted(m for m in ('sqlite3', 'psycopg', 'anthropic', 'openai', 'httpx', "
-        "'durable_agents.checkpoint.stores.sqlite', 'durable_agents.activities.providers.registry') "
+        "'durable_agents.checkpoint.stores.sqlite', 'durable_agents.providers.registry') "
         "if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-P", "-c", probe], capture_output=True, text=True, timeout=60, check=True)

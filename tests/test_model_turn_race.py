@@ -13,10 +13,10 @@ import time
 import pytest
 
 from durable_agents import Agent, register_provider
-from durable_agents.activities.providers import registry
-from durable_agents.activities.providers.base import ModelRequest, ModelResponse
 from durable_agents.checkpoint import FinishReason, Role
 from durable_agents.checkpoint.format import Message, Usage
+from durable_agents.providers import registry
+from durable_agents.providers.base import ModelRequest, ModelResponse
 from tests.conftest import session_id
 
 LATE_SECONDS = 3.0

@@ -4,8 +4,8 @@ and (for a fork) the rest of the source's max_steps budget."""
 from __future__ import annotations
 
 from durable_agents import Agent, FinishReason, Message, ScriptedToolCall, ScriptedTurn, register_script
-from durable_agents.activities.providers import scripted
 from durable_agents.checkpoint import Role
+from durable_agents.providers import scripted
 from tests import agents
 from tests.conftest import session_id
 

@@ -19,10 +19,10 @@ from durable_agents import (
     build_worker,
     register_provider,
 )
-from durable_agents.activities.providers import registry
 from durable_agents.checkpoint import CheckpointStatus, FinishReason
 from durable_agents.checkpoint.format import Message, Role, Usage
 from durable_agents.cli._render import render_checkpoint, sessions_table
+from durable_agents.providers import registry
 from tests import agents
 from tests.conftest import session_id
 from tests.fakes.llm_server import FakeLLMServer

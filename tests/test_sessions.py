@@ -14,8 +14,8 @@ from durable_agents import (
     SessionAwaitingApprovalError,
     SessionBusyError,
 )
-from durable_agents.activities.providers import scripted
 from durable_agents.checkpoint import Checkpoint, CheckpointStatus, FinishReason, Message, Role, ToolCall
+from durable_agents.providers import scripted
 from tests import agents
 from tests.conftest import session_id
 

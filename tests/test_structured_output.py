@@ -18,7 +18,7 @@ from durable_agents import (
     register_script,
     tool,
 )
-from durable_agents.activities.output import OUTPUT_TOOL
+from durable_agents.agent.output import OUTPUT_TOOL
 from durable_agents.checkpoint import CheckpointStatus, FinishReason, Role
 from tests import agents
 from tests.conftest import session_id

@@ -8,7 +8,7 @@ import pytest
 from pydantic import BaseModel
 
 from durable_agents import Agent, ConfigurationError, tool
-from durable_agents.activities.subagents import SESSION_ID_BYTES, SubagentTask, subagent_session_id, with_subagents
+from durable_agents.agent.agent import SESSION_ID_BYTES, SubagentTask, subagent_session_id, with_subagents
 from durable_agents.checkpoint.fork import Patch, fork
 from durable_agents.checkpoint.format import Checkpoint, CheckpointHeader, Message, SubagentApproval, ToolCall
 from durable_agents.checkpoint.stores.memory import MemoryStore

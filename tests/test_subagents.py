@@ -16,8 +16,8 @@ import pytest
 from temporalio.client import WorkflowExecutionStatus
 
 from durable_agents import Agent, ApprovalNotPendingError, ConfigurationError
-from durable_agents.activities.providers import scripted
 from durable_agents.checkpoint import CheckpointStatus, FinishReason, Role
+from durable_agents.providers import scripted
 from durable_agents.testing import SIDE_EFFECTS, check_guarantees, configured, read_records
 from tests import subagent_agents as sa
 from tests.conftest import session_id

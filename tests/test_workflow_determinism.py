@@ -45,7 +45,7 @@ ALLOWED_IMPORTS = {
     "durable_agents.activities.events",  # EventActivities (record_events), referenced only
     "durable_agents.activities.approvals",
     "durable_agents.activities.fork",
-    "durable_agents.activities.versioning",  # VersioningActivities (migrate_session) and its contracts
+    "durable_agents.activities.migrate",  # MigrateActivities (migrate_session), referenced only
     "durable_agents.activities.model",
     "durable_agents.activities.session",
     "durable_agents.activities.tools",

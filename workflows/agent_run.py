@@ -19,16 +19,33 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_exception
-from temporalio.workflow import ActivityCancellationType
+from temporalio.common import RetryPolicy, WorkflowIDReusePolicy
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    ChildWorkflowError,
+    WorkflowAlreadyStartedError,
+    is_cancelled_exception,
+)
+from temporalio.workflow import ActivityCancellationType, ChildWorkflowCancellationType, ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
     import durable_agents.activities.contracts as c
     import durable_agents.activities.metrics as metrics
+    from durable_agents.activities.approvals import ApprovalActivities
     from durable_agents.activities.events import EventActivities
     from durable_agents.activities.model import ModelActivities
     from durable_agents.activities.session import SessionActivities
+    from durable_agents.activities.subagent_activities import SubagentActivities
+    from durable_agents.activities.subagent_contracts import (
+        SUBAGENT_APPROVAL_SIGNAL,
+        RecordSubagentResultInput,
+        RelaySubagentApprovalInput,
+        StartSubagentInput,
+        SubagentApprovalEvent,
+        SubagentParent,
+    )
+    from durable_agents.activities.tools import ToolActivities
     from durable_agents.checkpoint.errors import FailureType
     from durable_agents.checkpoint.format import (
         CheckpointStatus,
@@ -36,6 +53,7 @@ with workflow.unsafe.imports_passed_through():
         Message,
         RunConfig,
         RunError,
+        ToolCall,
         ToolSpec,
     )
     from durable_agents.checkpoint.pricing import limit_reached
@@ -52,7 +70,14 @@ with workflow.unsafe.imports_passed_through():
         run_input,
     )
     from durable_agents.workflows.endings import concise_failure, outcome_event, status_after
-    from durable_agents.workflows.subagents import SubagentRelays, SubagentSteps
+    from durable_agents.workflows.subagents import (
+        LIVE_CHILD_RETRIES,
+        SUBAGENTS_PATCH,
+        Child,
+        SubagentRelays,
+        child_failure,
+        store_attribute,
+    )
 
 WAIT_CANCEL = ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
 In = TypeVar("In")
@@ -60,7 +85,7 @@ Out = TypeVar("Out")
 
 
 @workflow.defn(name=AGENT_RUN_WORKFLOW, sandboxed=options.SANDBOXED)
-class AgentRunWorkflow(SubagentSteps):
+class AgentRunWorkflow:
     """One run of a session. Its state lives here; activities get references to it."""
 
     def __init__(self) -> None:
@@ -238,17 +263,8 @@ class AgentRunWorkflow(SubagentSteps):
         begun = await self._store(
             SessionActivities.begin_run,
             c.BeginRunInput(
-                session_id=inp.session_id,
-                agent=inp.agent,
-                input=inp.input,
-                input_token=inp.input_token,
-                store_id=inp.store_id,
-                store_location=inp.store_location,
-                model=inp.model,
-                model_settings=inp.model_settings,
-                usage_limits=inp.usage_limits,
+                **inp.request(),
                 resolve_approval_id=inp.approval.approval_id if inp.approval else None,
-                stream=inp.stream,
                 parent_session_id=inp.parent.session_id if inp.parent else None,
                 parent_tool_call_id=inp.parent.tool_call_id if inp.parent else None,
                 parent_session_uid=inp.parent.session_uid if inp.parent else None,
@@ -459,6 +475,403 @@ class AgentRunWorkflow(SubagentSteps):
         summary.message_count = message_count
         return outcome_event(summary)
 
+    # -- the turn's tools: in order, gating the calls a human decides ---------------------
+    async def _run_tools(self) -> None:
+        """Run the turn's calls in order; a call that needs approval pauses the batch there."""
+        calls = self.state.pending_tool_calls
+        batch = Batch(start=self.state.message_count, calls=calls)
+        limit = asyncio.Semaphore(self.config.tool_concurrency)
+
+        async def run_one(index: int) -> int:
+            async with limit:
+                return await self._execute_tool(calls[index], batch, index)
+
+        needs = await self._needs_approval(calls)
+        recorded = batch.start
+        start = 0
+        while start < len(calls):
+            gated = next((i for i in range(start, len(calls)) if needs[i]), len(calls))
+            done = await self._run_batch([run_one(i) for i in range(start, gated)])
+            recorded = max([recorded, *done])
+            if gated == len(calls):
+                break
+            recorded = max(recorded, await self._approval(batch, gated, recorded))
+            start = gated + 1
+        if recorded != batch.end:
+            raise ApplicationError(
+                f"tool results recorded through {recorded}, expected {batch.end}", non_retryable=True
+            )
+        self.state.message_count = recorded
+        self.state.tool_calls += len(calls)
+        self.state.pending_tool_calls = []
+        self.state.pending_arguments = []
+        self.state.recorded_positions = []
+
+    async def _run_batch(self, calls: list[Awaitable[int]]) -> list[int]:
+        """Run calls (at most ``tool_concurrency`` at once). Once one fails the run (a
+        ``PropagatingToolError``, a hook that raised, a store that is down), no later call
+        starts and those running are cancelled, so nothing happens after the failure that
+        the resume would not do again in order (the failed call first)."""
+        if not workflow.patched(BATCH_STOPS_PATCH):
+            return list(await asyncio.gather(*calls))
+        tasks = [asyncio.ensure_future(call) for call in calls]
+        try:
+            return list(await asyncio.gather(*tasks))
+        except Exception:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)  # their cancellations, recorded
+            raise
+
+    async def _needs_approval(self, calls: list[ToolCall]) -> list[bool]:
+        """Which calls a human must decide; a call whose result is already recorded needs none."""
+        start, recorded = self.state.message_count, set(self.state.recorded_positions)
+        needs = await self._gates(calls)
+        return [need and start + i not in recorded for i, need in enumerate(needs)]
+
+    async def _gates(self, calls: list[ToolCall]) -> list[bool]:
+        specs = [self._spec(call) for call in calls]
+        if not any(spec and spec.approval_conditional for spec in specs):
+            return [bool(spec and spec.needs_approval) for spec in specs]
+        checked = await self._store(
+            ApprovalActivities.check_approvals,
+            c.CheckApprovalsInput(
+                session_id=self.session_id,
+                agent=self.config.agent,
+                step=self.state.step_index,
+                calls=calls,
+                batch_start=self.state.message_count,
+                turn_position=self._refs_turn(),
+            ),
+        )
+        return checked.needs_approval
+
+    async def _approval(self, batch: Batch, index: int, recorded: int) -> int:
+        call, remaining = batch.calls[index], batch.calls[index + 1 :]
+        decision = self._gate.take_preset(call.id)
+        if decision is None:
+            decision = await self._wait_for_decision(call, remaining, recorded, index)
+        done = await self._store(
+            ApprovalActivities.record_decision,
+            c.RecordDecisionInput(
+                session_id=self.session_id,
+                decision=decision,
+                call=call,
+                batch_start=batch.start,
+                batch=batch.ids,
+                index=index,
+            ),
+        )
+        if not decision.approved:
+            return done.recorded_through
+        if decision.arguments is not None:  # a human's edit runs instead of the model's arguments
+            edited = call.model_copy(update={"arguments": decision.arguments})
+            return await self._execute_tool(edited, batch, index, arguments_in_store=False)
+        return await self._execute_tool(call, batch, index)
+
+    async def _wait_for_decision(
+        self, call: ToolCall, remaining: list[ToolCall], recorded: int, index: int
+    ) -> c.ApprovalDecision:
+        approval_id = str(workflow.uuid4())
+        await self._store(
+            ApprovalActivities.pause_for_approval,
+            c.PauseForApprovalInput(
+                session_id=self.session_id,
+                approval_id=approval_id,
+                remaining_tool_calls=remaining,
+                turn_position=self._refs_turn(),
+                outcome=self._outcome_event(FinishReason.AWAITING_APPROVAL, approval_id, recorded),
+            ),
+        )
+        spec = self._spec(call)
+        shown = self.state.shown_calls(index)  # the call and those after it, with their arguments
+        pending = self._gate.open(
+            approval_id, self.session_id, self.config.agent, shown[0], shown[1:],
+            spec.approval_timeout_seconds if spec else None,
+        )  # fmt: skip
+        self._outcome = self._summary(FinishReason.AWAITING_APPROVAL, approval_id)
+        self._outcome.message_count = recorded
+        self._publish(CheckpointStatus.AWAITING_APPROVAL, approval_id)
+        self._set_details(f"awaiting approval {approval_id} for {call.name}", pending.arguments)
+        metrics.approval(self.config.agent, "requested")
+        await self._tell_parent(pending)  # a sub-agent's run: the parent's pauses too
+        decision = await self._gate.wait(pending)
+        self._outcome = None  # the run goes on: its next pause or its end is what waiters get
+        metrics.approval(self.config.agent, "approved" if decision.approved else "rejected")
+        self._publish(CheckpointStatus.IN_PROGRESS, None)
+        await self._tell_parent(None, approval_id)
+        return decision
+
+    async def _execute_tool(self, call: ToolCall, batch: Batch, index: int, arguments_in_store: bool = True) -> int:
+        spec = self._spec(call)
+        if spec is not None and spec.subagent and workflow.patched(SUBAGENTS_PATCH):
+            return await self._run_subagent(call, batch, index)  # a child workflow, not the tool activity
+        self._set_details(f"tool {call.name}")
+        timeout = spec.timeout_seconds if spec else options.TOOL_TIMEOUT_SECONDS
+        out = await self._call(
+            ToolActivities.execute_tool,
+            c.ExecuteToolInput(
+                session_id=self.session_id,
+                agent=self.config.agent,
+                step=self.state.step_index,
+                call=call,
+                batch_start=batch.start,
+                batch=batch.ids,
+                safe_to_retry=bool(spec and spec.safe_to_retry),
+                index=index,
+                turn_position=self._refs_turn() if arguments_in_store else None,
+                arguments_in_store=arguments_in_store and self._refs_turn() is not None,
+            ),
+            timeout=timeout + options.TOOL_TIMEOUT_MARGIN_SECONDS,
+            heartbeat=(spec.heartbeat_seconds or options.TOOL_HEARTBEAT_SECONDS)
+            if spec
+            else options.TOOL_HEARTBEAT_SECONDS,
+            retry=options.TOOL_RETRY,
+            summary=f"tool {call.name} {call.id}",
+            local=self.config.runs_locally(timeout),
+        )
+        return out.recorded_through
+
+    def _refs_turn(self) -> int | None:
+        """The pending calls' turn when they are references (their arguments in the store)."""
+        return self.state.turn_position if self.state.arguments_in_store else None
+
+    def _spec(self, call: ToolCall) -> ToolSpec | None:
+        return next((t for t in self.config.tools if t.name == call.name), None)
+
+    # -- sub-agent calls: a child workflow each (see workflows/subagents.py) ------------
+    @workflow.signal(
+        name=SUBAGENT_APPROVAL_SIGNAL,
+        description="Internal, not for people or other clients: a sub-agent's run tells its parent's run "
+        "that it waits for an approval or went on. Decide sub-agent approvals with approve or decide.",
+    )
+    def subagent_approval(self, *payloads: Any) -> None:
+        try:
+            (payload,) = payloads
+            event = SubagentApprovalEvent.model_validate(payload)
+        except ValueError as e:  # pydantic's ValidationError too: never a failed workflow task
+            workflow.logger.warning(
+                "ignoring a %s signal of %d payloads: %s", SUBAGENT_APPROVAL_SIGNAL, len(payloads), e
+            )
+            return
+        self._subagents.events[event.session_id] = event
+
+    async def _run_subagent(self, call: ToolCall, batch: Batch, index: int) -> int:
+        preset = self._gate.take_preset(call.id)  # decided after an earlier run of this session closed
+        parent = self.inp.parent
+        started = await self._store(
+            SubagentActivities.start_subagent,
+            StartSubagentInput(
+                session_id=self.session_id,
+                agent=self.config.agent,
+                call=call,
+                turn_position=self._refs_turn(),
+                batch_start=batch.start,
+                batch=batch.ids,
+                index=index,
+                depth=parent.depth if parent else 0,
+                max_depth=parent.max_depth if parent else None,
+                approval_id=preset.approval_id if preset else None,
+                decision=preset,
+            ),
+            summary=f"start sub-agent {call.name} {call.id}",
+        )
+        if started.recorded_through is not None:
+            return started.recorded_through
+        assert started.child_session_id is not None and started.child_agent is not None
+        child_id = started.child_session_id
+        self._set_details(f"sub-agent {call.name} ({child_id})")
+        child = await self._start_child(
+            AgentRunInput(
+                session_id=child_id,
+                agent=started.child_agent,
+                input_token=started.input_token,
+                store_id=self.inp.store_id,
+                store_location=self.inp.store_location,
+                approval=preset if started.pass_approval else None,
+                search_attributes=self.inp.search_attributes,
+                stream=self.inp.stream,
+                parent=SubagentParent(
+                    session_id=self.session_id,
+                    tool_call_id=call.id,
+                    position=batch.start + index,
+                    depth=(parent.depth if parent else 0) + 1,
+                    max_depth=started.max_depth,
+                    session_uid=started.parent_session_uid,
+                ),
+            )
+        )
+        try:
+            summary = await self._follow(child, child_id, batch, index)
+        except ChildWorkflowError as e:
+            if workflow.cancellation_reason() is not None:
+                raise asyncio.CancelledError() from None  # this run was cancelled: it aborts
+            raise child_failure(call, child_id, e) from None
+        if workflow.cancellation_reason() is not None:
+            raise asyncio.CancelledError()  # the child aborted because this run was cancelled
+        recorded = await self._store(
+            SubagentActivities.record_subagent_result,
+            RecordSubagentResultInput(
+                session_id=self.session_id,
+                call=call,
+                batch_start=batch.start,
+                batch=batch.ids,
+                index=index,
+                child_session_id=child_id,
+                finish_reason=summary.finish_reason,
+            ),
+            summary=f"record sub-agent {call.name} {call.id}",
+        )
+        return recorded.recorded_through
+
+    async def _start_child(self, inp: AgentRunInput) -> Child:
+        for _ in range(LIVE_CHILD_RETRIES):
+            try:
+                return await workflow.start_child_workflow(
+                    AGENT_RUN_WORKFLOW,
+                    inp,
+                    id=inp.session_id,
+                    result_type=RunSummary,
+                    # a sub-agent session may need a later run (after its parent's run closed)
+                    id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+                    parent_close_policy=ParentClosePolicy.TERMINATE,
+                    cancellation_type=ChildWorkflowCancellationType.WAIT_CANCELLATION_COMPLETED,
+                    static_summary=f"{inp.agent} (sub-agent of {self.session_id})",
+                    search_attributes=store_attribute(),
+                    task_timeout=workflow.info().task_timeout,  # the parent's (a child gets Temporal's 10 s)
+                )
+            except WorkflowAlreadyStartedError:
+                # the child's run of this session's previous, closed run: Temporal terminates it
+                # with that run (parent close policy) in a moment; never a second live run
+                await workflow.sleep(timedelta(seconds=1))
+        raise ApplicationError(
+            f"sub-agent session {inp.session_id!r} has a live run that no run of {self.session_id!r} "
+            f"started (still running after {LIVE_CHILD_RETRIES} s): cancel it, then resume {self.session_id!r}",
+            type=FailureType.SESSION_BUSY,
+            non_retryable=True,
+        )
+
+    async def _follow(self, child: Child, child_id: str, batch: Batch, index: int) -> RunSummary:
+        """The child's result, relaying each of its approvals meanwhile."""
+        try:
+            while not child.done():
+                await workflow.wait_condition(lambda: child.done() or self._waits(child_id) is not None)
+                if not child.done():
+                    await self._relay(child, child_id, batch, index)
+            return await child
+        except BaseException as e:
+            if is_cancelled_exception(e) and not child.done():
+                child.cancel()  # the child aborts (cancelled results for its calls), then so do we
+                try:
+                    await child
+                except BaseException:  # noqa: BLE001 - this run aborts whatever the child's end
+                    pass
+            raise
+
+    def _waits(self, child_id: str) -> c.PendingApproval | None:
+        event = self._subagents.events.get(child_id)
+        return event.pending if event is not None else None
+
+    async def _relay(self, child: Child, child_id: str, batch: Batch, index: int) -> None:
+        """Wait on the child's approval as if it were this run's own, and pass the decision on."""
+        pending = self._waits(child_id)
+        assert pending is not None
+        approval_id = pending.approval_id
+
+        def moved_on() -> bool:
+            now = self._waits(child_id)
+            return child.done() or now is None or now.approval_id != approval_id
+
+        def free() -> bool:  # one approval at a time: a parallel sub-agent's may be shown
+            return self._gate.pending is None and self._subagents.showing is None
+
+        while not free():
+            await workflow.wait_condition(lambda: free() or moved_on())
+            if moved_on():
+                return
+        self._subagents.showing = child_id  # taken before any await: a sibling waits
+        try:
+            await self._relay_taken(child, child_id, pending, moved_on, batch, index)
+        finally:
+            self._subagents.showing = None
+
+    async def _relay_taken(
+        self,
+        child: Child,
+        child_id: str,
+        pending: c.PendingApproval,
+        moved_on: Callable[[], bool],
+        batch: Batch,
+        index: int,
+    ) -> None:
+        approval_id = pending.approval_id
+        relayed = await self._store(
+            SubagentActivities.relay_subagent_approval,
+            RelaySubagentApprovalInput(
+                session_id=self.session_id,
+                approval_id=approval_id,
+                child_session_id=child_id,
+                remaining_tool_calls=batch.calls[index + 1 :],
+                turn_position=self._refs_turn(),
+                outcome=self._outcome_event(FinishReason.AWAITING_APPROVAL, approval_id, 0),
+            ),
+        )
+        if not relayed.relayed:  # the child went on already; its signal is on its way
+            await workflow.wait_condition(moved_on)
+            return
+        shown = self._gate.relay(
+            pending.model_copy(
+                update={
+                    "session_id": self.session_id,
+                    "agent": self.config.agent,
+                    "subagent_session_id": pending.subagent_session_id or child_id,
+                    "subagent_agent": pending.subagent_agent or pending.agent,
+                    "parent_session_id": None,  # set by _tell_parent when this run is a sub-agent's too
+                }
+            )
+        )
+        self._outcome = self._summary(FinishReason.AWAITING_APPROVAL, approval_id)
+        self._outcome.message_count = relayed.message_count
+        self._publish(CheckpointStatus.AWAITING_APPROVAL, approval_id)
+        self._set_details(
+            f"awaiting approval {approval_id} for {pending.tool_name} in {shown.subagent_session_id}",
+            pending.arguments,
+        )
+        await self._tell_parent(shown)
+        await workflow.wait_condition(lambda: self._gate.decision(approval_id) is not None or moved_on())
+        decision = self._gate.decision(approval_id)
+        self._gate.close()
+        self._outcome = None  # the run goes on: its next pause or its end is what waiters get
+        if decision is not None and not moved_on():
+            await child.signal("approve", decision)
+        await self._store(
+            SubagentActivities.relay_subagent_approval,
+            RelaySubagentApprovalInput(
+                session_id=self.session_id,
+                approval_id=approval_id,
+                decision=decision,
+                call=batch.calls[index],
+                position=batch.start + index,
+            ),
+        )
+        self._publish(CheckpointStatus.IN_PROGRESS, None)
+        await self._tell_parent(None, approval_id)
+
+    async def _tell_parent(self, pending: c.PendingApproval | None, resolved: str | None = None) -> None:
+        """A sub-agent's run tells its parent's run that it waits on ``pending``, or went on."""
+        link, parent = self.inp.parent, workflow.info().parent
+        if link is None or parent is None:
+            return
+        if pending is not None:
+            pending.parent_session_id = link.session_id
+        event = SubagentApprovalEvent(session_id=self.session_id, pending=pending, resolved_approval_id=resolved)
+        try:
+            await workflow.get_external_workflow_handle(parent.workflow_id, run_id=parent.run_id).signal(
+                SUBAGENT_APPROVAL_SIGNAL, event
+            )
+        except Exception as e:  # noqa: BLE001 - its run closed: the decision comes with its next run
+            workflow.logger.warning("could not tell %s about approval of %s: %s", link.session_id, self.session_id, e)
+
 
 SEARCH_ATTRIBUTES_PATCH = "search-attributes-by-default"
 """A run whose input does not say whether to set search attributes asks begin_run whether the
@@ -469,3 +882,19 @@ call ran with them and got an invalid-arguments result)."""
 RECORD_FAILURE_PATCH = "record-last-error"
 STREAM_OUTCOME_PATCH = "stream-outcome-event"
 """A streamed run ends with one more store activity: its outcome in its event log."""
+
+BATCH_STOPS_PATCH = "batch-stops-on-failure"
+"""A call that fails the run cancels the rest of its batch (before: the later calls still ran)."""
+
+
+class Batch:
+    """One model turn's tool calls and where their results go."""
+
+    def __init__(self, start: int, calls: list[ToolCall]) -> None:
+        self.start = start
+        self.calls = calls
+        self.ids = [call.id for call in calls]
+
+    @property
+    def end(self) -> int:
+        return self.start + len(self.calls)

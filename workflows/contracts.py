@@ -6,17 +6,15 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError
 
-from durable_agents.activities.contracts import ApprovalDecision, RunState
+from durable_agents.activities.contracts import ApprovalDecision, RunRequest, RunState
 from durable_agents.activities.subagent_contracts import SubagentParent
 from durable_agents.checkpoint.fingerprint import AgentDrift
 from durable_agents.checkpoint.format import (
     FinishReason,
     FormatModel,
     Message,
-    ModelSettings,
     RunConfig,
     Usage,
-    UsageLimits,
 )
 
 AGENT_RUN_WORKFLOW = "AgentRun"
@@ -42,19 +40,9 @@ class ResumePoint(FormatModel):
     drift: AgentDrift | None = None
 
 
-class AgentRunInput(FormatModel):
-    session_id: str
-    agent: str
-    input: list[Message] = Field(default_factory=list)
-    """Input inline: only from a store that keeps no run input (and older histories)."""
-    input_token: str | None = None
-    """The run's input, written to the store by the client before it started the run."""
-    store_id: str | None = None
-    """The client's store: a worker on another store refuses the run, naming both."""
-    store_location: str | None = None
-    model: str | None = None
-    model_settings: ModelSettings | None = None
-    usage_limits: UsageLimits | None = None
+class AgentRunInput(RunRequest):
+    """The ``AgentRun`` workflow's input: the run's request, and what only the workflow uses."""
+
     resume: ResumePoint | None = None
     approval: ApprovalDecision | None = None
     """A decision for the session's pending approval, given after its run closed."""
@@ -64,9 +52,6 @@ class AgentRunInput(FormatModel):
     ``temporal`` CLI): set them when the namespace has them registered, else warn and set none."""
     parent: SubagentParent | None = None
     """Set for a sub-agent's run (a child workflow): the run and call that started it."""
-    stream: bool | None = None
-    """Write the run's events (text deltas included) to the store's event log, for
-    ``AgentClient.stream`` / ``watch``; None or False: the run does not stream."""
 
 
 class RunSummary(FormatModel):

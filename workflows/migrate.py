@@ -9,7 +9,8 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agents.activities.versioning import MigrateSessionInput, MigrateSessionOutput, VersioningActivities
+    from durable_agents.activities.contracts import MigrateSessionInput, MigrateSessionOutput
+    from durable_agents.activities.migrate import MigrateActivities
     from durable_agents.checkpoint.errors import FailureType
     from durable_agents.workflows import options
 
@@ -21,7 +22,7 @@ class MigrateSessionWorkflow:
     @workflow.run
     async def run(self, inp: MigrateSessionInput) -> MigrateSessionOutput:
         return await workflow.execute_activity_method(
-            VersioningActivities.migrate_session,
+            MigrateActivities.migrate_session,
             inp,
             start_to_close_timeout=timedelta(seconds=60),
             # a refusal (drift with on_agent_drift="error", a missing tool, no such agent) is final

@@ -23,11 +23,12 @@ from durable_agents.activities.contracts import (
     ApprovalDecision,
     ForkSessionInput,
     ForkSessionOutput,
+    MigrateSessionInput,
+    MigrateSessionOutput,
     PendingApproval,
     RunState,
 )
 from durable_agents.activities.subagent_contracts import SUBAGENT_APPROVAL_SIGNAL
-from durable_agents.activities.versioning import MigrateSessionInput, MigrateSessionOutput
 from durable_agents.checkpoint.errors import FailureType
 from durable_agents.checkpoint.format import Checkpoint
 from durable_agents.workflows.contracts import (

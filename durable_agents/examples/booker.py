@@ -17,10 +17,10 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from durable_agents.activities.definitions import Agent
-from durable_agents.activities.providers.scripted import ScriptedToolCall, ScriptedTurn, register_script
-from durable_agents.activities.tool_definitions import ToolContext, tool
+from durable_agents.agent.agent import Agent
+from durable_agents.agent.tools import ToolContext, tool
 from durable_agents.checkpoint.format import Message, Role
+from durable_agents.providers.scripted import ScriptedToolCall, ScriptedTurn, register_script
 
 OUTBOX = Path(os.environ.get("DURABLE_AGENTS_DEMO_DIR", ".durable-agents/demo")) / "outbox.jsonl"
 CITIES = ("Paris", "Rome")

@@ -174,9 +174,9 @@ def _check_transcript(messages: list[Message], complete: bool, problems: list[st
 
 def _check_wire(messages: list[Message], complete: bool, problems: list[str]) -> None:
     """What each provider adapter would send must satisfy that API's rules."""
-    from durable_agents.activities.providers.anthropic_messages import to_anthropic_messages
-    from durable_agents.activities.providers.base import ModelRequest
-    from durable_agents.activities.providers.openai_chat import to_openai_params
+    from durable_agents.providers.anthropic_messages import to_anthropic_messages
+    from durable_agents.providers.base import ModelRequest
+    from durable_agents.providers.openai_chat import to_openai_params
 
     turns = to_anthropic_messages(messages)
     for i, turn in enumerate(turns):

@@ -29,10 +29,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from durable_agents.activities.providers.base import ModelProvider, ModelRequest, ModelResponse
-from durable_agents.activities.providers.registry import BUILTIN_PROVIDERS, ProviderRegistry
-from durable_agents.activities.tool_definitions import ToolContext
+from durable_agents.agent.tools import ToolContext
 from durable_agents.checkpoint.stores.base import CheckpointStore
+from durable_agents.providers.base import ModelProvider, ModelRequest, ModelResponse
+from durable_agents.providers.registry import BUILTIN_PROVIDERS, ProviderRegistry
 
 LOG_DIR_ENV = "DURABLE_AGENTS_TESTING_DIR"
 WINDOW_ENV = "DURABLE_AGENTS_CRASH_WINDOW"

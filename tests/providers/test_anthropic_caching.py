@@ -9,9 +9,9 @@ import json
 import anthropic
 import pytest
 
-from durable_agents.activities.providers.anthropic_messages import AnthropicProvider
-from durable_agents.activities.providers.base import ModelRequest
 from durable_agents.checkpoint.format import Message, ModelSettings, ToolSpec, Usage
+from durable_agents.providers.anthropic_messages import AnthropicProvider
+from durable_agents.providers.base import ModelRequest
 from tests.fakes.anthropic_rules import count_tokens
 from tests.fakes.llm_server import FakeLLMServer
 

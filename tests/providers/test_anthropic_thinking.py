@@ -11,10 +11,10 @@ import pytest
 from temporalio.exceptions import ApplicationError
 
 from durable_agents import Agent, ConfigurationError
-from durable_agents.activities.providers.anthropic_messages import AnthropicProvider, to_anthropic_params
-from durable_agents.activities.providers.base import ModelRequest
 from durable_agents.checkpoint.format import Message, ModelSettings, Role, ToolCall, ToolSpec
 from durable_agents.checkpoint.parts import OpaquePart, TextPart
+from durable_agents.providers.anthropic_messages import AnthropicProvider, to_anthropic_params
+from durable_agents.providers.base import ModelRequest
 from tests.fakes.llm_server import FakeLLMServer
 
 PATH = "/v1/messages"

@@ -9,11 +9,11 @@ import anthropic
 import openai
 import pytest
 
-from durable_agents.activities.providers.anthropic_messages import AnthropicProvider
-from durable_agents.activities.providers.base import ModelRequest
-from durable_agents.activities.providers.openai_chat import OpenAIProvider
 from durable_agents.checkpoint.format import Message, ModelSettings, Role, ToolCall
 from durable_agents.checkpoint.parts import DocumentPart, ImagePart, OpaquePart, TextPart
+from durable_agents.providers.anthropic_messages import AnthropicProvider
+from durable_agents.providers.base import ModelRequest
+from durable_agents.providers.openai_chat import OpenAIProvider
 from tests.fakes.llm_server import FakeLLMServer
 
 PNG = b"\x89PNG\r\n\x1a\n fake pixels"

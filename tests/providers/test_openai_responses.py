@@ -14,11 +14,11 @@ import pytest
 from temporalio.exceptions import ApplicationError
 
 from durable_agents import AgentClient
-from durable_agents.activities.providers.base import ModelRequest
-from durable_agents.activities.providers.openai_responses import OpenAIResponsesProvider
 from durable_agents.checkpoint import FinishReason, Role, SqliteStore
 from durable_agents.checkpoint.format import Message, ModelSettings, ToolCall, ToolSpec
 from durable_agents.checkpoint.parts import ImagePart, OpaquePart, TextPart
+from durable_agents.providers.base import ModelRequest
+from durable_agents.providers.openai_responses import OpenAIResponsesProvider
 from durable_agents.testing import CrashWindow, WorkerProcess
 from tests.conftest import session_id
 from tests.fakes.llm_server import FakeLLMServer

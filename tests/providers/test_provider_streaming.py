@@ -9,11 +9,11 @@ import openai
 import pytest
 from temporalio.exceptions import ApplicationError
 
-from durable_agents.activities.providers.anthropic_messages import AnthropicProvider
-from durable_agents.activities.providers.base import ModelRequest
-from durable_agents.activities.providers.openai_chat import INVALID_JSON_KEY, OpenAIProvider
 from durable_agents.checkpoint.format import Message, ModelSettings, Role, ToolCall
 from durable_agents.checkpoint.parts import OpaquePart
+from durable_agents.providers.anthropic_messages import AnthropicProvider
+from durable_agents.providers.base import ModelRequest
+from durable_agents.providers.openai_chat import INVALID_JSON_KEY, OpenAIProvider
 from tests.fakes.llm_server import FakeLLMServer
 from tests.providers.test_provider_wire import WEATHER
 
@@ -145,7 +145,7 @@ async def test_openai_streams_from_a_server_that_refuses_stream_options(srv):
 
 @pytest.fixture
 async def responses(srv):
-    from durable_agents.activities.providers.openai_responses import OpenAIResponsesProvider
+    from durable_agents.providers.openai_responses import OpenAIResponsesProvider
 
     client = openai.AsyncOpenAI(base_url=srv.openai_base_url, api_key="test", max_retries=0)
     yield OpenAIResponsesProvider(client)

@@ -16,10 +16,10 @@ import openai
 import pytest
 from temporalio.exceptions import ApplicationError
 
-from durable_agents.activities.providers.anthropic_messages import AnthropicProvider
-from durable_agents.activities.providers.base import ModelRequest
-from durable_agents.activities.providers.openai_chat import INVALID_JSON_KEY, OpenAIProvider
 from durable_agents.checkpoint.format import Message, ModelSettings, Role, ToolCall, ToolSpec
+from durable_agents.providers.anthropic_messages import AnthropicProvider
+from durable_agents.providers.base import ModelRequest
+from durable_agents.providers.openai_chat import INVALID_JSON_KEY, OpenAIProvider
 from tests.fakes.anthropic_rules import count_tokens, turn_blocks
 from tests.fakes.llm_server import OUTPUT_TOKENS, FakeLLMServer
 

@@ -1,6 +1,6 @@
 """What users define as tools: ``@tool`` and the context a call gets.
 
-Re-exported by ``durable_agents`` (and ``definitions``); the tool activity runs them.
+Re-exported by ``durable_agents``; the tool activity runs them.
 """
 
 from __future__ import annotations
@@ -14,11 +14,20 @@ from typing import Any, TypeVar, get_type_hints, overload
 from pydantic import BaseModel
 from temporalio import activity
 
-from durable_agents.activities.schemas import json_schema
+from durable_agents.agent.schemas import json_schema
 from durable_agents.checkpoint.errors import ConfigurationError
 from durable_agents.checkpoint.format import ToolSpec
 
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+class ToolResultError(Exception):
+    """Raised by a tool to record exactly ``content`` (JSON) as its error result, of ``kind``
+    (e.g. an MCP tool's ``isError`` result, or a durability error it detected itself)."""
+
+    def __init__(self, content: dict[str, Any], kind: str = "error") -> None:
+        super().__init__(content.get("error", kind))
+        self.content, self.kind = content, kind
 
 
 @dataclass(frozen=True)

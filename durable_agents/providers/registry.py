@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterable, Mapping
 from importlib import import_module
 from importlib.metadata import EntryPoint, entry_points
 
-from durable_agents.activities.providers.base import ModelProvider
 from durable_agents.checkpoint.errors import ConfigurationError
+from durable_agents.providers.base import ModelProvider
 
 BUILTIN_PROVIDERS = ("anthropic", "openai", "openai-responses", "scripted")
 ENTRY_POINT_GROUP = "durable_agents.providers"
@@ -94,10 +94,10 @@ def _remember(provider: object, name: str) -> None:
 
 
 _BUILTIN_CLASSES = {
-    "scripted": ("durable_agents.activities.providers.scripted", "ScriptedProvider"),
-    "anthropic": ("durable_agents.activities.providers.anthropic_messages", "AnthropicProvider"),
-    "openai": ("durable_agents.activities.providers.openai_chat", "OpenAIProvider"),
-    "openai-responses": ("durable_agents.activities.providers.openai_responses", "OpenAIResponsesProvider"),
+    "scripted": ("durable_agents.providers.scripted", "ScriptedProvider"),
+    "anthropic": ("durable_agents.providers.anthropic_messages", "AnthropicProvider"),
+    "openai": ("durable_agents.providers.openai_chat", "OpenAIProvider"),
+    "openai-responses": ("durable_agents.providers.openai_responses", "OpenAIResponsesProvider"),
 }
 
 

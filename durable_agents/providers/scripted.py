@@ -16,9 +16,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from durable_agents.activities.providers.base import ModelRequest, ModelResponse, TextSink, non_retryable_error
 from durable_agents.checkpoint.errors import FailureType
 from durable_agents.checkpoint.format import Message, Role, ToolCall, Usage
+from durable_agents.providers.base import ModelRequest, ModelResponse, TextSink, non_retryable_error
 
 
 class ScriptedToolCall(BaseModel):

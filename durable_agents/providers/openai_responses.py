@@ -29,7 +29,10 @@ from typing import Any
 import openai
 from temporalio.exceptions import ApplicationError
 
-from durable_agents.activities.providers.base import (
+from durable_agents.checkpoint.errors import FailureType
+from durable_agents.checkpoint.format import Message, Role, ToolCall, ToolSpec, Usage
+from durable_agents.checkpoint.parts import DocumentPart, ImagePart, OpaquePart, TextPart
+from durable_agents.providers.base import (
     ModelRequest,
     ModelResponse,
     TextSink,
@@ -40,10 +43,7 @@ from durable_agents.activities.providers.base import (
     status_error,
     unstreamed_reply,
 )
-from durable_agents.activities.providers.openai_chat import _EMPTY_OBJECT_SCHEMA, decode_arguments, openai_client
-from durable_agents.checkpoint.errors import FailureType
-from durable_agents.checkpoint.format import Message, Role, ToolCall, ToolSpec, Usage
-from durable_agents.checkpoint.parts import DocumentPart, ImagePart, OpaquePart, TextPart
+from durable_agents.providers.openai_chat import _EMPTY_OBJECT_SCHEMA, decode_arguments, openai_client
 
 PROVIDER = "openai-responses"
 
@@ -215,7 +215,7 @@ def _assistant_items(message: Message) -> list[dict[str, Any]]:
 
 
 def _arguments(call: ToolCall) -> str:
-    from durable_agents.activities.providers.base import INVALID_JSON_KEY
+    from durable_agents.providers.base import INVALID_JSON_KEY
 
     raw = call.arguments.get(INVALID_JSON_KEY) if set(call.arguments) == {INVALID_JSON_KEY} else None
     return raw if isinstance(raw, str) else json.dumps(call.arguments)

@@ -20,9 +20,12 @@ from typing import Any
 import anthropic
 from temporalio.exceptions import ApplicationError
 
-from durable_agents.activities.providers import anthropic_blocks as blocks
-from durable_agents.activities.providers.anthropic_settings import thinking_problem
-from durable_agents.activities.providers.base import (
+from durable_agents.checkpoint.errors import FailureType
+from durable_agents.checkpoint.format import Message, ModelSettings, Role, ToolCall, Usage
+from durable_agents.checkpoint.parts import OpaquePart, TextPart
+from durable_agents.providers import anthropic_blocks as blocks
+from durable_agents.providers.anthropic_settings import thinking_problem
+from durable_agents.providers.base import (
     INVALID_JSON_KEY,
     ModelRequest,
     ModelResponse,
@@ -35,9 +38,6 @@ from durable_agents.activities.providers.base import (
     status_error,
     unstreamed_reply,
 )
-from durable_agents.checkpoint.errors import FailureType
-from durable_agents.checkpoint.format import Message, ModelSettings, Role, ToolCall, Usage
-from durable_agents.checkpoint.parts import OpaquePart, TextPart
 
 
 class AnthropicProvider:

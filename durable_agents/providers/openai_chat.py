@@ -15,7 +15,9 @@ from typing import Any
 import openai
 from temporalio.exceptions import ApplicationError
 
-from durable_agents.activities.providers.base import (
+from durable_agents.checkpoint.errors import FailureType
+from durable_agents.checkpoint.format import Message, ModelSettings, Role, ToolCall, ToolSpec, Usage
+from durable_agents.providers.base import (
     INVALID_JSON_KEY,
     ModelRequest,
     ModelResponse,
@@ -28,10 +30,8 @@ from durable_agents.activities.providers.base import (
     status_error,
     unstreamed_reply,
 )
-from durable_agents.activities.providers.openai_parts import openai_content
-from durable_agents.activities.providers.openai_stream import StreamedCompletion
-from durable_agents.checkpoint.errors import FailureType
-from durable_agents.checkpoint.format import Message, ModelSettings, Role, ToolCall, ToolSpec, Usage
+from durable_agents.providers.openai_parts import openai_content
+from durable_agents.providers.openai_stream import StreamedCompletion
 
 _EMPTY_OBJECT_SCHEMA = {"type": "object", "properties": {}}
 
