@@ -25,7 +25,7 @@ from temporalio.client import Client
 
 from durable_agents import AgentClient
 from durable_agents.checkpoint import SqliteStore
-from durable_agents.connection import data_converter
+from durable_agents.client.connection import data_converter
 
 
 def cpu_seconds() -> float:

@@ -29,7 +29,7 @@ from temporalio.client import Client
 
 from durable_agents import Agent, AgentClient, ModelSettings, ToolContext, build_worker, tool
 from durable_agents.checkpoint import SqliteStore
-from durable_agents.connection import data_converter
+from durable_agents.client.connection import data_converter
 from durable_agents.devserver import DevServer
 from tests.fakes.llm_server import FakeLLMServer
 

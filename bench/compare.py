@@ -48,7 +48,7 @@ from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from durable_agents import AgentClient, build_worker
 from durable_agents.checkpoint import SqliteStore
-from durable_agents.connection import data_converter
+from durable_agents.client.connection import data_converter
 from durable_agents.devserver import DevServer
 
 MODES = ("regular", "local", "auto")

@@ -42,7 +42,7 @@ from durable_agents import (
 )
 from durable_agents.activities.mcp_client import MCPConnections
 from durable_agents.checkpoint import Message, SqliteStore
-from durable_agents.connection import data_converter
+from durable_agents.client.connection import data_converter
 from durable_agents.devserver import DevServer
 
 SERVER = Path(__file__).resolve().parent.parent / "tests" / "mcp" / "server.py"

@@ -32,7 +32,7 @@ from temporalio.client import Client
 
 from durable_agents import Agent, AgentClient, ModelRequest, ModelResponse, build_worker, register_provider
 from durable_agents.checkpoint import SqliteStore
-from durable_agents.connection import data_converter
+from durable_agents.client.connection import data_converter
 from durable_agents.devserver import DevServer
 
 MODES = (("regular", None), ("auto", 10.0), ("auto", 4.0))

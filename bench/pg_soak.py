@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from durable_agents.connection import connect
+from durable_agents.client.connection import connect
 from durable_agents.devserver import DevServer
 from tests.crash.shared_store_soak import run_soak
 from tests.postgres_server import fresh_schema, postgres_server

@@ -36,7 +36,7 @@ from durable_agents import (
     tool,
 )
 from durable_agents.checkpoint import Message, SqliteStore
-from durable_agents.connection import data_converter
+from durable_agents.client.connection import data_converter
 from durable_agents.devserver import DevServer
 from durable_agents.encryption import encryption_from_env
 

@@ -32,7 +32,7 @@ from temporalio.client import Client
 from bench.step_overhead import noop, script_for
 from durable_agents import Agent, AgentClient, build_worker, register_script
 from durable_agents.checkpoint import SqliteStore
-from durable_agents.connection import data_converter
+from durable_agents.client.connection import data_converter
 from durable_agents.devserver import DevServer
 from durable_agents.events import RunFinished, TextDelta
 from tests.fakes.llm_server import FakeLLMServer

@@ -39,7 +39,7 @@ from durable_agents import (
     tool,
 )
 from durable_agents.checkpoint import CheckpointStatus, Message, Role, SqliteStore, ToolCall, Usage
-from durable_agents.connection import data_converter
+from durable_agents.client.connection import data_converter
 from durable_agents.devserver import DevServer
 
 

@@ -22,7 +22,7 @@ class FailureType(StrEnum):
     The values are wire format: they are recorded in workflow histories and
     matched by running workflows' retry policies, so a value never changes
     (add a member instead). Each member has one client-side error class
-    (``durable_agents._outcomes.FAILURE_ERRORS``).
+    (``durable_agents.client.outcomes.FAILURE_ERRORS``).
     """
 
     DURABLE_AGENTS = "DurableAgentsError"

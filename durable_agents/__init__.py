@@ -36,8 +36,9 @@ if TYPE_CHECKING:
         UsageLimits,
     )
     from durable_agents.checkpoint.parts import DocumentPart, ImagePart, OpaquePart, TextPart
-    from durable_agents.client import AgentClient
-    from durable_agents.connection import DEFAULT_TASK_QUEUE, connect
+    from durable_agents.client.client import AgentClient
+    from durable_agents.client.connection import DEFAULT_TASK_QUEUE, connect
+    from durable_agents.client.result import RunResult
     from durable_agents.encryption import EncryptionCodec, EncryptionKeyError
     from durable_agents.errors import (
         AgentDriftError,
@@ -65,13 +66,12 @@ if TYPE_CHECKING:
     from durable_agents.providers.base import ModelProvider, ModelRequest, ModelResponse
     from durable_agents.providers.registry import register_provider
     from durable_agents.providers.scripted import ScriptedToolCall, ScriptedTurn, register_script
-    from durable_agents.result import RunResult
     from durable_agents.worker import build_worker
 
 _EXPORTS: dict[str, str] = {
-    "DEFAULT_TASK_QUEUE": "durable_agents.connection",
+    "DEFAULT_TASK_QUEUE": "durable_agents.client.connection",
     "Agent": "durable_agents.agent.agent",
-    "AgentClient": "durable_agents.client",
+    "AgentClient": "durable_agents.client.client",
     "AgentDriftError": "durable_agents.errors",
     "ApprovalDecision": "durable_agents.activities.contracts",
     "ApprovalNotPendingError": "durable_agents.errors",
@@ -99,7 +99,7 @@ _EXPORTS: dict[str, str] = {
     "PendingApproval": "durable_agents.activities.contracts",
     "ResumeToolMissingError": "durable_agents.errors",
     "RunFailedError": "durable_agents.errors",
-    "RunResult": "durable_agents.result",
+    "RunResult": "durable_agents.client.result",
     "ScriptedToolCall": "durable_agents.providers.scripted",
     "ScriptedTurn": "durable_agents.providers.scripted",
     "SessionAwaitingApprovalError": "durable_agents.errors",
@@ -113,7 +113,7 @@ _EXPORTS: dict[str, str] = {
     "ToolDurabilityError": "durable_agents.errors",
     "Usage": "durable_agents.checkpoint.format",
     "build_worker": "durable_agents.worker",
-    "connect": "durable_agents.connection",
+    "connect": "durable_agents.client.connection",
     "register_script": "durable_agents.providers.scripted",
     "ModelSettings": "durable_agents.checkpoint.format",
     "UsageLimits": "durable_agents.checkpoint.format",

@@ -2,8 +2,8 @@
 ``DeprecationWarning`` naming the new path (docs/design.md §1).
 
 ``durable_agents.activities.definitions`` (and the other modules below) moved when what
-users define got a package of its own (``durable_agents.agent``) and the model providers
-theirs (``durable_agents.providers``). An old path imports the module at its new path:
+users define got a package of its own (``durable_agents.agent``), the model providers
+theirs (``durable_agents.providers``) and the client its (``durable_agents.client``). An old path imports the module at its new path:
 the same module object, so classes and registries are shared, not copied.
 """
 
@@ -26,6 +26,8 @@ MOVED: dict[str, str] = {
     "durable_agents.activities.mcp_servers": "durable_agents.agent.mcp",
     "durable_agents.activities.output": "durable_agents.agent.output",
     "durable_agents.activities.providers": "durable_agents.providers",
+    "durable_agents.connection": "durable_agents.client.connection",
+    "durable_agents.result": "durable_agents.client.result",
 }
 """Old module path → new one; a path below a moved package (``…providers.base``) follows it."""
 

@@ -22,7 +22,7 @@ from durable_agents.activities.transcript_cache import DEFAULT_CACHE_BYTES, DEFA
 from durable_agents.agent.agent import Agent
 from durable_agents.checkpoint.errors import ConfigurationError
 from durable_agents.checkpoint.stores.base import CheckpointStore
-from durable_agents.connection import DEFAULT_TASK_QUEUE
+from durable_agents.client.connection import DEFAULT_TASK_QUEUE
 from durable_agents.converter import carries_our_payloads, with_our_converter
 from durable_agents.plugin import DurableAgentsPlugin
 from durable_agents.providers.base import ModelProvider

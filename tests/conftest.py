@@ -23,7 +23,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from durable_agents import Agent, AgentClient, build_worker
 from durable_agents.checkpoint import SqliteStore
-from durable_agents.connection import data_converter
+from durable_agents.client.connection import data_converter
 from durable_agents.devserver import SEARCH_ATTRIBUTES, dynamic_config_args, find_temporal_binary
 
 BARE_NAMES = frozenset({"checkpoint", "activities", "workflows"})

@@ -12,7 +12,7 @@ from temporalio.testing import WorkflowEnvironment
 from durable_agents import AgentClient, build_worker
 from durable_agents.activities.contracts import ApprovalDecision, PendingApproval
 from durable_agents.checkpoint import CheckpointStatus, FinishReason
-from durable_agents.connection import data_converter
+from durable_agents.client.connection import data_converter
 from durable_agents.devserver import find_test_server_binary
 from tests import agents
 from tests.conftest import session_id

@@ -12,11 +12,11 @@ from temporalio.exceptions import ApplicationError
 
 import durable_agents.checkpoint.errors as checkpoint_errors
 import durable_agents.errors as errors
-from durable_agents._outcomes import FAILURE_ERRORS, failure_error, outcome_error
 from durable_agents.activities.contracts import ApprovalDecision, PendingApproval
 from durable_agents.activities.deps import ActivityDeps, application_error
 from durable_agents.checkpoint import SqliteStore
 from durable_agents.checkpoint.errors import RETRYABLE_FAILURES, FailureType
+from durable_agents.client.outcomes import FAILURE_ERRORS, failure_error, outcome_error
 from durable_agents.workflows.approvals import ApprovalGate
 from tests import agents
 from tests.conftest import session_id

@@ -38,3 +38,40 @@ def test_light_faces_load_no_store_driver_and_no_llm_sdk():
     )
     out = subprocess.run([sys.executable, "-P", "-c", probe], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "name"),
+    [
+        ("durable_agents.activities.definitions", "durable_agents.agent.agent", "Agent"),
+        ("durable_agents.activities.subagents", "durable_agents.agent.agent", "SubAgent"),
+        ("durable_agents.activities.tool_definitions", "durable_agents.agent.tools", "ToolContext"),
+        ("durable_agents.activities.providers.base", "durable_agents.providers.base", "ModelProvider"),
+        ("durable_agents.activities.providers.scripted", "durable_agents.providers.scripted", "register_script"),
+        ("durable_agents.connection", "durable_agents.client.connection", "connect"),
+        ("durable_agents.result", "durable_agents.client.result", "RunResult"),
+    ],
+)
+def test_a_moved_module_still_imports_from_its_old_path_with_a_warning(old: str, new: str, name: str):
+    """One release of grace: the old path is the same module object (registries and classes
+    are shared), and the warning names where it went."""
+    import importlib
+    import subprocess
+
+    code = (
+        "import warnings, importlib\n"
+        "with warnings.catch_warnings(record=True) as seen:\n"
+        "    warnings.simplefilter('always')\n"
+        f"    old = importlib.import_module({old!r})\n"
+        f"new = importlib.import_module({new!r})\n"
+        f"assert old is new and getattr(old, {name!r}) is getattr(new, {name!r})\n"
+        "print([str(w.message) for w in seen if w.category is DeprecationWarning][-1])\n"
+    )
+    ran = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True, check=True)
+    assert f"{old} moved to {new}" in ran.stdout
+    assert importlib.import_module(new).__name__ == new
+
+
+def test_an_unknown_module_under_an_old_package_is_still_an_import_error():
+    with pytest.raises(ModuleNotFoundError):
+        __import__("durable_agents.activities.no_such_module")

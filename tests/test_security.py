@@ -11,7 +11,7 @@ from temporalio.client import Client
 from temporalio.converter import PayloadCodec
 
 from durable_agents import AgentClient, ModelProviderError, build_worker
-from durable_agents.connection import data_converter
+from durable_agents.client.connection import data_converter
 from tests import agents
 from tests.conftest import session_id
 from tests.fakes.llm_server import FakeLLMServer

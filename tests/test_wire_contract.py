@@ -36,7 +36,7 @@ from durable_agents import (
 from durable_agents.activities.contracts import TRUNCATED, VIEW_BYTES, bounded, bounded_text
 from durable_agents.checkpoint import SqliteStore
 from durable_agents.checkpoint.errors import FailureType
-from durable_agents.connection import data_converter
+from durable_agents.client.connection import data_converter
 from durable_agents.contract import (
     AGENT_RUN_HANDLERS,
     PAGE,

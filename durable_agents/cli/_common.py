@@ -114,8 +114,8 @@ def keys_of(args: argparse.Namespace, needed_by: str):
 
 
 async def client_of(args: argparse.Namespace):
-    from durable_agents.client import AgentClient
-    from durable_agents.connection import _connect
+    from durable_agents.client.client import AgentClient
+    from durable_agents.client.connection import _connect
 
     client = getattr(args, "_client", None)
     if client is None:

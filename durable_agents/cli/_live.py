@@ -28,7 +28,7 @@ from durable_agents.events import (
     ToolCallStarted,
     TurnStored,
 )
-from durable_agents.result import RunResult
+from durable_agents.client.result import RunResult
 
 
 def event_json(event: Event) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 
-from durable_agents._outcomes import pending_from_store
+from durable_agents.client.outcomes import pending_from_store
 from durable_agents.checkpoint.format import Checkpoint, Role
 from durable_agents.checkpoint.stores._subagents import subagent_session_id
 from durable_agents.checkpoint.stores.base import CheckpointStore

@@ -163,7 +163,7 @@ async def _until_stopped(server) -> None:
 
 
 async def run_demo(*, model: str | None, keep_running: bool, store_url: str | None) -> int:
-    from durable_agents.client import AgentClient
+    from durable_agents.client.client import AgentClient
     from durable_agents.devserver import DevServer
 
     DEMO_DIR.mkdir(parents=True, exist_ok=True, mode=0o700)

@@ -33,7 +33,7 @@ from durable_agents.cli._common import (
 )
 from durable_agents.cli._render import plural
 from durable_agents.cli.runs import print_outcome, wait_for
-from durable_agents.result import RunResult
+from durable_agents.client.result import RunResult
 
 _MESSAGES = TypeAdapter(list[Message])
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from durable_agents._outcomes import pending_from_store
+from durable_agents.client.outcomes import pending_from_store
 from durable_agents.checkpoint.compare import compare_trajectories, format_comparison
 from durable_agents.checkpoint.context import sent_messages, step_position
 from durable_agents.checkpoint.errors import CheckpointNotFoundError

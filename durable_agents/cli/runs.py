@@ -32,7 +32,7 @@ from durable_agents.cli._common import (
 from durable_agents.cli._live import print_events
 from durable_agents.cli._render import approval_marks, pending_lines, plural, render_transcript
 from durable_agents.events import Event
-from durable_agents.result import RunResult
+from durable_agents.client.result import RunResult
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -177,7 +177,7 @@ async def print_outcome(
 # -- commands ------------------------------------------------------------------------------
 async def cmd_run(args: argparse.Namespace) -> int:
     from durable_agents._loading import load_agents
-    from durable_agents._streams import follow
+    from durable_agents.client.streams import follow
     from durable_agents._workers import no_worker_message, worker_polling
 
     name = load_agents(args.agent)[0].name if ":" in args.agent else args.agent
@@ -240,7 +240,7 @@ async def cmd_resume(args: argparse.Namespace) -> int:
 async def cmd_watch(args: argparse.Namespace) -> int:
     from temporalio.service import RPCError, RPCStatusCode
 
-    from durable_agents._streams import latest_run_start
+    from durable_agents.client.streams import latest_run_start
 
     client = await client_of(args)
     before = store_of(args).load_header(args.session)

@@ -223,7 +223,7 @@ async def cmd_server(args: argparse.Namespace) -> int:
 
 async def run_worker(args: argparse.Namespace, address: str | None) -> int:
     from durable_agents._loading import load_agents
-    from durable_agents.connection import connect
+    from durable_agents.client.connection import connect
     from durable_agents.observability import metrics_runtime, serve_health
     from durable_agents.worker import build_worker
 

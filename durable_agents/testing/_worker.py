@@ -226,7 +226,7 @@ async def _serve(args: argparse.Namespace) -> None:
     import durable_agents.worker as worker_module
     from durable_agents._loading import load_agents
     from durable_agents.checkpoint.stores import SqliteStore, open_store
-    from durable_agents.connection import connect
+    from durable_agents.client.connection import connect
     from durable_agents.testing._core import configure, recording_providers
     from durable_agents.testing._stores import CrashingSqliteStore
 

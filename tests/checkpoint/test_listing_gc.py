@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from durable_agents._approval_listing import store_approvals
 from durable_agents.checkpoint import Checkpoint, CheckpointStatus, Message, SqliteStore
 from durable_agents.checkpoint.format import Role, ToolCall
 from durable_agents.checkpoint.stores._common import gc_paused
+from durable_agents.client.approvals import store_approvals
 
 WAITING = 2_000
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from durable_agents.checkpoint.format import Checkpoint
-from durable_agents.result import RunResult
+from durable_agents.client.result import RunResult
 from tests.cli.conftest import Cli, session_id
 
 

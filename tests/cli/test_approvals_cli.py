@@ -10,7 +10,7 @@ import uuid
 from durable_agents.checkpoint import SqliteStore
 from durable_agents.checkpoint.format import Checkpoint, Role
 from durable_agents.cli.approvals import ApprovalView
-from durable_agents.result import RunResult
+from durable_agents.client.result import RunResult
 from tests.cli.conftest import Cli, one_line_error, session_id, stop
 
 

@@ -9,7 +9,7 @@ import subprocess
 import time
 
 from durable_agents.checkpoint import SqliteStore
-from durable_agents.result import RunResult
+from durable_agents.client.result import RunResult
 from tests.cli.conftest import CLI, ROOT, one_line_error, session_id
 
 UI = "http://ui.test:8233"

@@ -12,7 +12,7 @@ import pytest
 
 from durable_agents.checkpoint import SqliteStore
 from durable_agents.checkpoint.format import Checkpoint, Message
-from durable_agents.result import RunResult
+from durable_agents.client.result import RunResult
 from tests.cli.conftest import CLI, ROOT, one_line_error, session_id
 
 pytestmark = pytest.mark.integration

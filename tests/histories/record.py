@@ -19,7 +19,7 @@ from temporalio.client import Client
 
 from durable_agents import AgentClient, build_worker
 from durable_agents.checkpoint import SqliteStore
-from durable_agents.connection import data_converter
+from durable_agents.client.connection import data_converter
 from durable_agents.devserver import DevServer
 from tests import agents, subagent_agents
 

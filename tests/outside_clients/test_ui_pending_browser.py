@@ -26,7 +26,7 @@ from temporalio.client import Client
 
 from durable_agents import AgentClient, build_worker
 from durable_agents.checkpoint import SqliteStore
-from durable_agents.connection import data_converter
+from durable_agents.client.connection import data_converter
 from durable_agents.devserver import DevServer, free_port
 from tests.cli.test_ui_browser import ARTIFACTS, chromium, visible_text
 from tests.outside_clients.agents import AGENT_NAME, AMOUNT_CENTS, RECIPIENT, payer

@@ -25,7 +25,6 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureEr
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from durable_agents._outcomes import failure_error, outcome_error
 from durable_agents.checkpoint.events import (
     OUTCOME_TYPES,
     Event,
@@ -40,8 +39,9 @@ from durable_agents.checkpoint.events import (
 )
 from durable_agents.checkpoint.format import CheckpointStatus, FinishReason
 from durable_agents.checkpoint.stores.base import CheckpointStore
+from durable_agents.client.outcomes import failure_error, outcome_error
+from durable_agents.client.result import RunResult
 from durable_agents.errors import CheckpointNotFoundError, DurableAgentsError
-from durable_agents.result import RunResult
 from durable_agents.workflows.contracts import RunSummary
 
 POLL_SECONDS = 0.02

@@ -40,10 +40,6 @@ from temporalio.exceptions import TimeoutError as TemporalTimeoutError
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from durable_agents._approval_listing import ASK_RUN_SECONDS, store_approvals, waiting_approvals
-from durable_agents._outcomes import as_messages, outcome_error, pending_from_store
-from durable_agents._search import registered_attributes
-from durable_agents._streams import follow
 from durable_agents.activities.contracts import (
     ApprovalDecision,
     ForkSessionInput,
@@ -64,7 +60,12 @@ from durable_agents.checkpoint.format import (
 )
 from durable_agents.checkpoint.stores import open_store
 from durable_agents.checkpoint.stores.base import CheckpointStore
-from durable_agents.connection import DEFAULT_TASK_QUEUE, connect
+from durable_agents.client.approvals import ASK_RUN_SECONDS, store_approvals, waiting_approvals
+from durable_agents.client.connection import DEFAULT_TASK_QUEUE, connect
+from durable_agents.client.outcomes import as_messages, outcome_error, pending_from_store
+from durable_agents.client.result import RunResult
+from durable_agents.client.search import registered_attributes
+from durable_agents.client.streams import follow
 from durable_agents.errors import (
     ApprovalNotPendingError,
     CheckpointNotFoundError,
@@ -73,7 +74,6 @@ from durable_agents.errors import (
     SessionAwaitingApprovalError,
     SessionBusyError,
 )
-from durable_agents.result import RunResult
 from durable_agents.tracing import tracer_of
 from durable_agents.versioning import MIGRATE_TIMEOUT, build_exists, list_builds, pinned_override
 from durable_agents.workflows import FORK_WORKFLOW

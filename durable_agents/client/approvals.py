@@ -9,10 +9,10 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from temporalio.client import Client, WorkflowExecution
 from temporalio.service import RPCError
 
-from durable_agents._outcomes import pending_in
 from durable_agents.activities.contracts import PendingApproval
 from durable_agents.checkpoint.stores._common import gc_paused
 from durable_agents.checkpoint.stores.base import CheckpointStore
+from durable_agents.client.outcomes import pending_in
 from durable_agents.workflows.contracts import AGENT_RUN_WORKFLOW
 from durable_agents.workflows.search import AGENT_NAME, AGENT_STORE, PENDING_APPROVAL_ID
 
