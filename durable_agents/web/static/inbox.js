@@ -1,0 +1,555 @@
+// The durable-agents inbox. Everything shown is untrusted text (model output, tool results,
+// arguments): it is put in the page with textContent only, never as HTML. No inline script,
+// nothing fetched from anywhere but this server.
+"use strict";
+
+const main = document.getElementById("main");
+let me = null;
+let ticker = null;
+let source = null;
+
+// -- DOM helpers ----------------------------------------------------------------------------
+function h(tag, attrs, ...children) {
+  const el = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value === null || value === undefined || value === false) continue;
+    if (key === "onclick" || key === "onsubmit" || key === "oninput" || key === "onchange") {
+      el.addEventListener(key.slice(2), value);
+    } else if (key === "href") {
+      el.setAttribute("href", safeHref(value));
+    } else if (key === "class") {
+      el.className = value;
+    } else {
+      el.setAttribute(key, value === true ? "" : String(value));
+    }
+  }
+  for (const child of children.flat(Infinity)) {
+    if (child === null || child === undefined || child === false) continue;
+    el.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return el;
+}
+
+function safeHref(value) {
+  const text = String(value);
+  if (text.startsWith("#")) return text;
+  try {
+    const url = new URL(text, location.href);
+    return url.protocol === "http:" || url.protocol === "https:" ? url.href : "#";
+  } catch (e) {
+    return "#";
+  }
+}
+
+// Replace an element's children: nested lists are flattened, null and false left out.
+function fill(el, ...children) {
+  el.replaceChildren(...children.flat(Infinity).filter((c) => c !== null && c !== undefined && c !== false)
+    .map((c) => (c instanceof Node ? c : document.createTextNode(String(c)))));
+}
+
+function show(...children) {
+  if (ticker) { clearInterval(ticker); ticker = null; }
+  if (source) { source.close(); source = null; }
+  fill(main, children);
+}
+
+function pretty(value) {
+  return JSON.stringify(value, null, 2);
+}
+
+function prettyText(text) {
+  if (text === null || text === undefined) return "";
+  try { return pretty(JSON.parse(text)); } catch (e) { return String(text); }
+}
+
+function ago(iso) {
+  const seconds = Math.max(0, (Date.now() - Date.parse(iso)) / 1000);
+  if (seconds < 60) return `${Math.floor(seconds)} s`;
+  if (seconds < 3600) return `${Math.floor(seconds / 60)} min`;
+  if (seconds < 86400) return `${Math.floor(seconds / 3600)} h ${Math.floor((seconds % 3600) / 60)} min`;
+  return `${Math.floor(seconds / 86400)} d ${Math.floor((seconds % 86400) / 3600)} h`;
+}
+
+function until(iso) {
+  const seconds = (Date.parse(iso) - Date.now()) / 1000;
+  if (seconds <= 0) return "timed out";
+  return `in ${ago(new Date(Date.now() - seconds * 1000).toISOString())}`;
+}
+
+function when(iso) {
+  return iso ? new Date(iso).toLocaleString() : "";
+}
+
+// -- the API ---------------------------------------------------------------------------------
+function csrf() {
+  const found = document.cookie.split("; ").find((c) => c.startsWith("da_csrf="));
+  return found ? decodeURIComponent(found.slice("da_csrf=".length)) : "";
+}
+
+class ApiError extends Error {
+  constructor(status, body) {
+    super((body && body.message) || `HTTP ${status}`);
+    this.status = status;
+    this.body = body || {};
+  }
+}
+
+async function api(path, options) {
+  const init = Object.assign({ credentials: "same-origin", headers: {} }, options || {});
+  if (init.body !== undefined) {
+    init.headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(init.body);
+  }
+  if (init.method && init.method !== "GET") init.headers["X-CSRF-Token"] = csrf();
+  const response = await fetch(path, init);
+  const text = await response.text();
+  let body = null;
+  try { body = text ? JSON.parse(text) : null; } catch (e) { body = { message: text }; }
+  if (!response.ok) {
+    if (response.status === 401 && path !== "api/login") { me = null; renderLogin(); }
+    throw new ApiError(response.status, body);
+  }
+  return body;
+}
+
+const enc = encodeURIComponent;
+
+// -- signing in ------------------------------------------------------------------------------
+function renderLogin(message) {
+  document.getElementById("nav").hidden = true;
+  document.getElementById("me").replaceChildren();
+  const error = h("p", { class: "error", id: "login-error" }, message || "");
+  const input = h("input", { type: "password", id: "token", autocomplete: "off", placeholder: "da_…" });
+  const form = h("form", {
+    id: "login",
+    onsubmit: async (event) => {
+      event.preventDefault();
+      try {
+        me = await api("api/login", { method: "POST", body: { token: input.value.trim() } });
+        input.value = "";
+        signedIn();
+        route();
+      } catch (e) {
+        error.textContent = e.message;
+      }
+    },
+  }, h("h1", {}, "Sign in"),
+  h("label", { for: "token" }, "API token ", h("span", { class: "hint" }, "(durable-agents web-token add NAME --role approver)")),
+  input, h("div", { class: "actions" }, h("button", { type: "submit" }, "Sign in")), error);
+  show(form);
+}
+
+function signedIn() {
+  document.getElementById("nav").hidden = false;
+  const out = h("button", {
+    type: "button", id: "logout",
+    onclick: async () => { await api("api/logout", { method: "POST" }).catch(() => {}); me = null; renderLogin(); },
+  }, "Sign out");
+  const canSignOut = me.via === "token";
+  fill(document.getElementById("me"),
+    h("span", { id: "whoami" }, `${me.name} (${me.roles.join(", ")})`), canSignOut ? out : null);
+}
+
+// -- the inbox -------------------------------------------------------------------------------
+async function renderInbox(params) {
+  const agent = h("input", { type: "search", id: "f-agent", placeholder: "agent", value: params.get("agent") || "" });
+  const tool = h("input", { type: "search", id: "f-tool", placeholder: "tool", value: params.get("tool") || "" });
+  const apply = () => {
+    const q = new URLSearchParams();
+    if (agent.value) q.set("agent", agent.value);
+    if (tool.value) q.set("tool", tool.value);
+    location.hash = `#/inbox?${q}`;
+  };
+  const list = h("div", { id: "approvals" }, "Loading…");
+  show(h("h1", {}, "Waiting for a decision"),
+    h("form", { class: "filters", onsubmit: (e) => { e.preventDefault(); apply(); } },
+      agent, tool, h("button", { type: "submit" }, "Filter")), list);
+  await loadApprovals(list, params, null);
+}
+
+async function loadApprovals(list, params, cursor) {
+  const q = new URLSearchParams();
+  for (const key of ["agent", "tool"]) if (params.get(key)) q.set(key, params.get(key));
+  if (cursor) q.set("cursor", cursor);
+  let page;
+  try {
+    page = await api(`api/approvals?${q}`);
+  } catch (e) {
+    list.replaceChildren(h("p", { class: "error" }, e.message));
+    return;
+  }
+  if (!cursor) list.replaceChildren(h("p", { class: "hint" }, `${page.total} waiting`));
+  for (const item of page.items) {
+    const waited = h("span", { class: "waited", "data-since": item.requestedAt }, `waiting ${ago(item.requestedAt)}`);
+    list.append(h("div", { class: "card approval", "data-session": item.sessionId },
+      h("h3", {}, h("a", { href: `#/approval/${enc(item.sessionId)}` }, item.toolName), " ",
+        h("span", { class: "hint" }, item.subagentAgent ? `${item.agent} › ${item.subagentAgent}` : item.agent)),
+      h("div", { class: "meta" }, h("span", {}, `session ${item.sessionId}`), waited,
+        item.timeoutAt ? h("span", {}, `times out ${until(item.timeoutAt)}`) : null),
+      h("pre", { class: "arguments" }, pretty(item.arguments))));
+  }
+  if (page.nextCursor) {
+    const more = h("button", { type: "button", onclick: () => { more.remove(); loadApprovals(list, params, page.nextCursor); } }, "More");
+    list.append(more);
+  }
+  if (!ticker) ticker = setInterval(() => {
+    for (const el of document.querySelectorAll(".waited")) el.textContent = `waiting ${ago(el.dataset.since)}`;
+  }, 1000);
+}
+
+// -- one approval ------------------------------------------------------------------------------
+function renderMessage(message, subagent) {
+  const role = message.role;
+  const classes = ["msg", role, message.isError ? "is-error" : ""].join(" ");
+  const parts = [h("div", { class: "role" }, role === "tool" ? `tool result: ${message.toolName || ""}` : role)];
+  if (message.content) parts.push(h("pre", { class: "content" }, role === "tool" ? prettyText(message.content) : message.content));
+  for (const call of message.toolCalls || []) {
+    parts.push(h("div", { class: "hint" }, `calls ${call.name}`), h("pre", {}, pretty(call.arguments)));
+  }
+  if (subagent) parts.push(renderTranscript(subagent, true));
+  return h("div", { class: classes }, parts);
+}
+
+function renderTranscript(transcript, nested) {
+  const box = h("div", { class: nested ? "subagent" : "transcript" });
+  if (nested) box.append(h("div", { class: "hint" }, `sub-agent ${transcript.agent || ""} (session ${transcript.sessionId})`));
+  for (const item of transcript.messages) box.append(renderMessage(item.message, item.subagent));
+  return box;
+}
+
+// A small JSON Schema subset, checked in the form before anything is sent; the server checks
+// the whole schema again (and the run does too).
+function problemsOf(value, schema, where) {
+  const problems = [];
+  if (!schema || typeof schema !== "object") return problems;
+  const type = schema.type;
+  const types = Array.isArray(type) ? type : type ? [type] : [];
+  const isType = (t) => (t === "integer" ? Number.isInteger(value) : t === "number" ? typeof value === "number" && isFinite(value)
+    : t === "string" ? typeof value === "string" : t === "boolean" ? typeof value === "boolean"
+    : t === "null" ? value === null : t === "array" ? Array.isArray(value)
+    : t === "object" ? value !== null && typeof value === "object" && !Array.isArray(value) : true);
+  if (types.length && !types.some(isType)) return [`${where}: must be ${types.join(" or ")}`];
+  if (schema.enum && !schema.enum.some((e) => JSON.stringify(e) === JSON.stringify(value))) problems.push(`${where}: one of ${schema.enum.map((e) => JSON.stringify(e)).join(", ")}`);
+  if (typeof value === "number") {
+    if (schema.minimum !== undefined && value < schema.minimum) problems.push(`${where}: at least ${schema.minimum}`);
+    if (schema.maximum !== undefined && value > schema.maximum) problems.push(`${where}: at most ${schema.maximum}`);
+    if (schema.exclusiveMinimum !== undefined && value <= schema.exclusiveMinimum) problems.push(`${where}: more than ${schema.exclusiveMinimum}`);
+    if (schema.exclusiveMaximum !== undefined && value >= schema.exclusiveMaximum) problems.push(`${where}: less than ${schema.exclusiveMaximum}`);
+  }
+  if (typeof value === "string") {
+    if (schema.minLength !== undefined && value.length < schema.minLength) problems.push(`${where}: at least ${schema.minLength} characters`);
+    if (schema.maxLength !== undefined && value.length > schema.maxLength) problems.push(`${where}: at most ${schema.maxLength} characters`);
+    if (schema.pattern !== undefined) {
+      try { if (!new RegExp(schema.pattern, "u").test(value)) problems.push(`${where}: must match ${schema.pattern}`); } catch (e) { /* the server checks it */ }
+    }
+  }
+  if (value !== null && typeof value === "object" && !Array.isArray(value) && schema.properties) {
+    for (const name of schema.required || []) if (!(name in value)) problems.push(`${where}.${name}: required`);
+    for (const [name, sub] of Object.entries(schema.properties)) {
+      if (name in value) problems.push(...problemsOf(value[name], sub, `${where}.${name}`));
+    }
+  }
+  return problems;
+}
+
+function fieldFor(name, schema, value, required) {
+  const id = `arg-${name}`;
+  const type = schema && schema.type;
+  const label = h("label", { for: id }, name, required ? " *" : "",
+    schema && schema.description ? h("span", { class: "hint" }, ` ${schema.description}`) : null);
+  let input;
+  let read;
+  if (schema && Array.isArray(schema.enum)) {
+    input = h("select", { id, name }, schema.enum.map((option) => h("option", { value: JSON.stringify(option), selected: JSON.stringify(option) === JSON.stringify(value) }, String(option))));
+    read = () => JSON.parse(input.value);
+  } else if (type === "boolean") {
+    input = h("input", { type: "checkbox", id, name, checked: value === true });
+    read = () => input.checked;
+  } else if (type === "integer" || type === "number") {
+    input = h("input", { type: "text", inputmode: "decimal", id, name, value: value === undefined ? "" : String(value) });
+    read = () => (input.value.trim() === "" ? undefined : Number(input.value.trim()));
+  } else if (type === "string") {
+    const long = typeof value === "string" && (value.length > 60 || value.includes("\n"));
+    input = long ? h("textarea", { id, name }, value) : h("input", { type: "text", id, name, value: value === undefined ? "" : value });
+    read = () => input.value;
+  } else {
+    input = h("textarea", { id, name, class: "json" }, value === undefined ? "" : pretty(value));
+    read = () => {
+      const text = input.value.trim();
+      if (text === "") return undefined;
+      try { return JSON.parse(text); } catch (e) { throw new Error(`${name}: not JSON (${e.message})`); }
+    };
+  }
+  return { element: h("div", { class: "field" }, label, input), read };
+}
+
+function argumentsForm(detail) {
+  const schema = detail.inputSchema || { type: "object" };
+  const properties = schema.properties || {};
+  const required = new Set(schema.required || []);
+  const fields = [];
+  const names = Object.keys(properties);
+  for (const name of Object.keys(detail.arguments)) if (!names.includes(name)) names.push(name);
+  for (const name of names) fields.push([name, fieldFor(name, properties[name], detail.arguments[name], required.has(name))]);
+  const read = () => {
+    const value = {};
+    for (const [name, field] of fields) {
+      const v = field.read();
+      if (v !== undefined) value[name] = v;
+    }
+    return value;
+  };
+  return { element: h("fieldset", { id: "edit-arguments", hidden: true }, h("legend", {}, "Edited arguments"), fields.map(([, f]) => f.element)), read, schema };
+}
+
+async function renderApproval(sessionId) {
+  show(h("p", {}, "Loading…"));
+  let detail;
+  try {
+    detail = await api(`api/sessions/${enc(sessionId)}/approval`);
+  } catch (e) {
+    show(h("h1", {}, "Nothing waits here"), h("p", { class: "error" }, e.message),
+      h("p", {}, h("a", { href: `#/session/${enc(sessionId)}` }, "See the session")));
+    return;
+  }
+  const error = h("p", { class: "error", id: "decision-error" });
+  const done = h("p", { class: "notice", id: "decision-done" });
+  const note = h("textarea", { id: "note", placeholder: "a note the model sees (optional)" });
+  const form = argumentsForm(detail);
+  const buttons = [];
+  const decide = async (approved, edited) => {
+    error.textContent = "";
+    let args;
+    if (edited) {
+      try {
+        args = form.read();
+      } catch (e) {
+        error.textContent = e.message;
+        return;
+      }
+      const problems = problemsOf(args, form.schema, "arguments");
+      if (problems.length) {
+        error.textContent = `Not sent: the edited arguments do not fit ${detail.toolName}'s schema:\n${problems.join("\n")}`;
+        return;
+      }
+    }
+    buttons.forEach((b) => { b.disabled = true; });
+    try {
+      const body = { approvalId: detail.approvalId, approved, argumentsDigest: detail.argumentsDigest };
+      if (note.value.trim()) body.note = note.value.trim();
+      if (edited) body.arguments = args;
+      const result = await api(`api/sessions/${enc(sessionId)}/decision`, { method: "POST", body });
+      const next = result.outcome ? `the run's next outcome: ${result.outcome.finishReason}` : "the run goes on";
+      done.textContent = `${approved ? "Approved" : "Rejected"} by ${result.decision.decidedBy}; ${next}.`;
+    } catch (e) {
+      error.textContent = e.status === 409 ? `Not decided: ${e.message}` : e.message;
+      if (e.status === 422 || e.status === 403) buttons.forEach((b) => { b.disabled = false; });
+    }
+  };
+  const approve = h("button", { type: "button", class: "approve", id: "approve", onclick: () => decide(true, !form.element.hidden) }, "Approve");
+  const edit = h("button", { type: "button", id: "edit", onclick: () => { form.element.hidden = !form.element.hidden; approve.textContent = form.element.hidden ? "Approve" : "Approve with these arguments"; } }, "Edit arguments");
+  const reject = h("button", { type: "button", class: "reject", id: "reject", onclick: () => decide(false, false) }, "Reject");
+  buttons.push(approve, edit, reject);
+  if (!detail.mayDecide) buttons.forEach((b) => { b.disabled = true; });
+  const waited = h("span", {}, `waiting ${ago(detail.requestedAt)}`);
+  show(
+    h("h1", {}, `${detail.toolName} waits for a decision`),
+    h("div", { class: "meta" },
+      h("span", {}, `agent ${detail.subagentAgent ? `${detail.agent} › ${detail.subagentAgent}` : detail.agent}`),
+      h("span", {}, h("a", { href: `#/session/${enc(sessionId)}` }, `session ${sessionId}`)),
+      waited,
+      h("span", {}, detail.timeoutAt ? `times out ${until(detail.timeoutAt)} (${when(detail.timeoutAt)})` : "no timeout"),
+      detail.temporalUrl ? h("a", { href: detail.temporalUrl, target: "_blank", rel: "noopener noreferrer" }, "run in the Temporal UI") : null),
+    detail.toolDescription ? h("p", { class: "hint" }, detail.toolDescription) : null,
+    h("h2", {}, "Arguments"),
+    h("pre", { id: "arguments" }, pretty(detail.arguments)),
+    (detail.remainingToolCalls || []).length ? h("p", { class: "hint" }, `then: ${detail.remainingToolCalls.map((c) => c.name).join(", ")}`) : null,
+    h("h2", {}, "Decision"),
+    detail.mayDecide ? null : h("p", { class: "error" }, `${me.name} may not decide this call (viewer, or another agent's or tool's approver).`),
+    form.element,
+    h("label", { for: "note" }, "Note"), note,
+    h("div", { class: "actions" }, approve, edit, reject),
+    error, done,
+    h("h2", {}, "The conversation that led to it"),
+    h("div", { id: "conversation" }, detail.conversation.map((m) => renderMessage(m, null))),
+  );
+  ticker = setInterval(() => { waited.textContent = `waiting ${ago(detail.requestedAt)}`; }, 1000);
+}
+
+// -- sessions --------------------------------------------------------------------------------
+async function renderSessions(params) {
+  const q = h("input", { type: "search", id: "q", placeholder: "search session id or agent", value: params.get("q") || "" });
+  const status = h("select", { id: "status" }, ["", "in-progress", "awaiting-approval", "finished"].map((s) => h("option", { value: s, selected: s === (params.get("status") || "") }, s || "any status")));
+  const rows = h("tbody", {});
+  show(h("h1", {}, "Sessions"),
+    h("form", { class: "filters", onsubmit: (e) => { e.preventDefault(); const p = new URLSearchParams(); if (q.value) p.set("q", q.value); if (status.value) p.set("status", status.value); location.hash = `#/sessions?${p}`; } },
+      q, status, h("button", { type: "submit" }, "Search")),
+    h("table", {}, h("thead", {}, h("tr", {}, ["session", "agent", "status", "step", "saved"].map((t) => h("th", {}, t)))), rows));
+  const load = async (cursor) => {
+    const p = new URLSearchParams(params);
+    if (cursor) p.set("cursor", cursor);
+    const page = await api(`api/sessions?${p}`);
+    for (const s of page.items) {
+      rows.append(h("tr", {}, h("td", {}, h("a", { href: `#/session/${enc(s.sessionId)}` }, s.sessionId)), h("td", {}, s.agent || ""),
+        h("td", {}, s.status), h("td", {}, String(s.stepIndex)), h("td", {}, when(s.updatedAt))));
+    }
+    if (page.nextCursor) {
+      const more = h("tr", {}, h("td", { colspan: 5 }, h("button", { type: "button", onclick: () => { more.remove(); load(page.nextCursor); } }, "More")));
+      rows.append(more);
+    }
+  };
+  await load(null).catch((e) => rows.append(h("tr", {}, h("td", { class: "error", colspan: 5 }, e.message))));
+}
+
+async function renderSession(sessionId) {
+  show(h("p", {}, "Loading…"));
+  let view, transcript;
+  try {
+    [view, transcript] = await Promise.all([api(`api/sessions/${enc(sessionId)}`), api(`api/sessions/${enc(sessionId)}/transcript`)]);
+  } catch (e) {
+    show(h("h1", {}, "No such session"), h("p", { class: "error" }, e.message));
+    return;
+  }
+  const header = view.header;
+  const decisions = h("table", {}, h("thead", {}, h("tr", {}, ["decided", "by", "call", "decision", "note"].map((t) => h("th", {}, t)))),
+    h("tbody", {}, (header.decisions || []).map((d) => h("tr", {}, h("td", {}, when(d.decidedAt)), h("td", {}, d.decidedBy || "—"),
+      h("td", {}, d.toolName), h("td", {}, h("span", { class: `badge ${d.approved ? "ok" : "bad"}` }, d.approved ? "approved" : "rejected"),
+        d.arguments ? " (edited arguments)" : ""), h("td", {}, d.note || "")))));
+  const events = h("div", { class: "events", id: "events" });
+  const parts = [
+    h("h1", {}, `Session ${sessionId}`),
+    h("div", { class: "meta" }, h("span", {}, `agent ${header.agent || "?"}`), h("span", {}, `status ${header.status}`),
+      h("span", {}, `step ${header.stepIndex}`), h("span", {}, `saved ${when(header.updatedAt)}`),
+      view.temporalUrl ? h("a", { href: view.temporalUrl, target: "_blank", rel: "noopener noreferrer" }, "run in the Temporal UI") : null,
+      h("a", { href: `#/diff?a=${enc(sessionId)}` }, "diff with…")),
+    view.pending ? h("p", {}, h("a", { href: `#/approval/${enc(sessionId)}` }, `${view.pending.toolName} waits for a decision`)) : null,
+    header.lastError ? h("p", { class: "error" }, `last error: ${header.lastError.message || JSON.stringify(header.lastError)}`) : null,
+    h("h2", {}, "Transcript"), renderTranscript(transcript, false),
+    (header.decisions || []).length ? [h("h2", {}, "Decisions"), decisions] : null,
+  ];
+  if (me.roles.includes("operator") && view.history.length) parts.push(forkForm(sessionId, view.history));
+  parts.push(h("h2", {}, "Live events"), events);
+  show(parts);
+  source = new EventSource(`api/sessions/${enc(sessionId)}/events`);
+  source.onmessage = null;
+  const onEvent = (event) => {
+    let data = {};
+    try { data = JSON.parse(event.data); } catch (e) { /* shown as it is */ }
+    const line = data.type === "text-delta" ? data.text : data.type === "tool-call-finished" ? `${data.name}: ${data.result}` : "";
+    events.append(h("div", { class: "hint" }, `#${event.lastEventId} ${event.type} ${line || ""}`));
+    events.scrollTop = events.scrollHeight;
+  };
+  for (const type of ["run-started", "model-turn-started", "text-delta", "turn-stored", "tool-call-started", "tool-call-finished",
+    "approval-requested", "approval-decided", "subagent-started", "run-finished", "run-paused", "run-failed", "drift", "step-retried", "message"]) {
+    source.addEventListener(type, onEvent);
+  }
+}
+
+function forkForm(sessionId, history) {
+  const steps = [...new Set(history.map((e) => e.step))].sort((a, b) => a - b);
+  const step = h("select", { id: "fork-step" }, steps.map((s) => h("option", { value: String(s) }, `step ${s}`)));
+  const input = h("textarea", { id: "fork-input", placeholder: "input appended to the fork (optional)" });
+  const out = h("p", { id: "fork-result" });
+  return h("form", { class: "card", onsubmit: async (e) => {
+    e.preventDefault();
+    out.className = "";
+    const body = { fromStep: Number(step.value) };
+    if (input.value.trim()) body.patch = { appendInput: input.value.trim() };
+    try {
+      const forked = await api(`api/sessions/${enc(sessionId)}/fork`, { method: "POST", body });
+      out.replaceChildren("Forked as ", h("a", { href: `#/session/${enc(forked.sessionId)}` }, forked.sessionId));
+    } catch (err) {
+      out.className = "error";
+      out.textContent = err.message;
+    }
+  } }, h("h3", {}, "Fork from a step"), h("label", { for: "fork-step" }, "From"), step, h("label", { for: "fork-input" }, "Patch"), input,
+  h("div", { class: "actions" }, h("button", { type: "submit" }, "Fork")), out);
+}
+
+// -- diff ------------------------------------------------------------------------------------
+function stepCell(step) {
+  if (!step) return h("div", { class: "hint" }, "—");
+  return h("div", {}, step.text ? h("pre", {}, step.text) : null,
+    (step.toolCalls || []).map((c) => h("div", {}, h("strong", {}, c.name), h("pre", {}, pretty(c.arguments)),
+      c.result !== undefined ? h("pre", { class: c.isError ? "error" : "" }, `→ ${typeof c.result === "string" ? c.result : pretty(c.result)}`) : null)));
+}
+
+async function renderDiff(params) {
+  const a = h("input", { type: "text", id: "diff-a", placeholder: "session A", value: params.get("a") || "" });
+  const b = h("input", { type: "text", id: "diff-b", placeholder: "session B", value: params.get("b") || "" });
+  const out = h("div", { id: "diff" });
+  show(h("h1", {}, "Compare two sessions"),
+    h("form", { class: "filters", onsubmit: (e) => { e.preventDefault(); location.hash = `#/diff?a=${enc(a.value)}&b=${enc(b.value)}`; } },
+      a, b, h("button", { type: "submit" }, "Compare")), out);
+  if (!params.get("a") || !params.get("b")) return;
+  let cmp;
+  try {
+    cmp = await api(`api/diff?a=${enc(params.get("a"))}&b=${enc(params.get("b"))}`);
+  } catch (e) {
+    out.replaceChildren(h("p", { class: "error" }, e.message));
+    return;
+  }
+  const rows = [];
+  const count = Math.max(cmp.a.length, cmp.b.length);
+  for (let i = 0; i < count; i++) {
+    const index = i + 1;
+    rows.push(h("div", { class: `diff-row${cmp.divergedAt && index >= cmp.divergedAt ? " diverged" : ""}` },
+      h("div", {}, String(index)), stepCell(cmp.a[i]), stepCell(cmp.b[i])));
+  }
+  const drift = cmp.drift || {};
+  const notes = [];
+  for (const d of drift.toolOrder || []) notes.push(`step ${d.step}: tools ${d.a.join(", ")} vs ${d.b.join(", ")}`);
+  for (const d of drift.arguments || []) notes.push(`step ${d.step}: ${d.tool} arguments differ`);
+  if (drift.stepCount) notes.push(`steps: ${drift.stepCount.a} vs ${drift.stepCount.b}`);
+  if (drift.finishReason) notes.push(`finish: ${drift.finishReason.a} vs ${drift.finishReason.b}`);
+  fill(out,
+    h("p", {}, cmp.divergedAt ? `They diverge at step ${cmp.divergedAt}.` : "Same steps."),
+    notes.length ? h("ul", {}, notes.map((n) => h("li", {}, n))) : null,
+    h("div", { class: "diff-row" }, h("strong", {}, "step"), h("strong", {}, params.get("a")), h("strong", {}, params.get("b"))),
+    rows);
+}
+
+// -- audit -----------------------------------------------------------------------------------
+async function renderAudit() {
+  const rows = h("tbody", {});
+  show(h("h1", {}, "Decisions"), h("table", { id: "audit" },
+    h("thead", {}, h("tr", {}, ["decided", "by", "session", "call", "decision", "note"].map((t) => h("th", {}, t)))), rows));
+  try {
+    const page = await api("api/decisions?limit=200");
+    for (const e of page.items) {
+      const d = e.decision;
+      rows.append(h("tr", {}, h("td", {}, when(d.decidedAt)), h("td", {}, d.decidedBy || "—"),
+        h("td", {}, h("a", { href: `#/session/${enc(e.sessionId)}` }, e.sessionId)), h("td", {}, d.toolName),
+        h("td", {}, h("span", { class: `badge ${d.approved ? "ok" : "bad"}` }, d.approved ? "approved" : "rejected")), h("td", {}, d.note || "")));
+    }
+  } catch (e) {
+    rows.append(h("tr", {}, h("td", { class: "error", colspan: 6 }, e.message)));
+  }
+}
+
+// -- routing -----------------------------------------------------------------------------------
+function route() {
+  if (!me) return;
+  const [path, query] = (location.hash.slice(1) || "/inbox").split("?");
+  const params = new URLSearchParams(query || "");
+  const [, view, ...rest] = path.split("/");
+  const arg = rest.length ? decodeURIComponent(rest.join("/")) : null;
+  for (const link of document.querySelectorAll("nav a")) link.classList.toggle("active", link.dataset.view === view);
+  if (view === "approval" && arg) return renderApproval(arg);
+  if (view === "sessions") return renderSessions(params);
+  if (view === "session" && arg) return renderSession(arg);
+  if (view === "diff") return renderDiff(params);
+  if (view === "audit") return renderAudit();
+  return renderInbox(params);
+}
+
+window.addEventListener("hashchange", route);
+(async () => {
+  try {
+    me = await api("api/me");
+    signedIn();
+    route();
+  } catch (e) {
+    if (e.status !== 401) renderLogin(e.message);
+  }
+})();
