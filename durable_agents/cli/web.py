@@ -13,6 +13,8 @@ from durable_agents.cli._common import UsageError, add_ui_flag, client_of, resol
 TOKENS_ENV = "DURABLE_AGENTS_WEB_TOKENS"
 DEFAULT_TOKENS = ".durable-agents/web-tokens.json"
 DEFAULT_PORT = 8300
+WEBHOOK_SECRET_ENV = "DURABLE_AGENTS_WEBHOOK_SECRET"
+DEFAULT_WEBHOOK_STATE = ".durable-agents/webhooks.json"
 ROLES = ("viewer", "approver", "operator")
 
 
@@ -56,6 +58,23 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="let requests without credentials in with this role (repeatable); only with a loopback --host",
     )
     web.add_argument("--secure-cookies", action="store_true", help="mark cookies Secure (served behind HTTPS)")
+    web.add_argument(
+        "--webhook",
+        action="append",
+        metavar="URL",
+        help="POST approval.requested, run.finished and run.failed events here, signed (repeatable)",
+    )
+    web.add_argument(
+        "--webhook-secret-file",
+        metavar="PATH",
+        help=f"the webhooks' signing secret (default: ${WEBHOOK_SECRET_ENV})",
+    )
+    web.add_argument(
+        "--webhook-state",
+        default=DEFAULT_WEBHOOK_STATE,
+        metavar="PATH",
+        help=f"where the webhooks' cursor and undelivered events are kept (default {DEFAULT_WEBHOOK_STATE})",
+    )
     add_ui_flag(web)
     web.set_defaults(func=cmd_web)
 
@@ -118,6 +137,7 @@ async def cmd_web(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     client = await client_of(args)
+    notifier = _webhooks(args, client.store)
     address, _ = resolved_target(args)
     ui = (
         args.ui_url or os.environ.get(UI_ENV) or (DEFAULT_UI_URL if address.startswith(("localhost", "127.")) else None)
@@ -131,6 +151,7 @@ async def cmd_web(args: argparse.Namespace) -> int:
         anonymous=args.anonymous,
         temporal_ui_url=ui,
         secure_cookies=True if args.secure_cookies else None,
+        webhooks=notifier,
     )
     config = uvicorn.Config(
         app, host=args.host, port=args.port, log_level="warning", proxy_headers=False, server_header=False
@@ -145,3 +166,22 @@ async def cmd_web(args: argparse.Namespace) -> int:
         print(f"durable-agents web: serving on http://{host}:{port}/ (Ctrl-C stops)", file=sys.stderr, flush=True)
     await serving
     return 0 if server.started else 1
+
+
+def _webhooks(args: argparse.Namespace, store):  # -> WebhookNotifier | None
+    if not args.webhook:
+        return None
+    from durable_agents.web.webhooks import Webhook, WebhookNotifier
+
+    if args.webhook_secret_file:
+        secret = Path(args.webhook_secret_file).read_text().strip()
+    else:
+        secret = os.environ.get(WEBHOOK_SECRET_ENV, "").strip()
+    if len(secret) < 16:
+        raise UsageError(
+            f"--webhook needs a signing secret of 16 characters or more: --webhook-secret-file PATH or ${WEBHOOK_SECRET_ENV}"
+        )
+    for url in args.webhook:
+        if not url.startswith(("https://", "http://")):
+            raise UsageError(f"--webhook {url!r}: an http(s) URL")
+    return WebhookNotifier(store, [Webhook(url, secret) for url in args.webhook], args.webhook_state)

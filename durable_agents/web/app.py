@@ -18,9 +18,10 @@ origin only, no inline script, no framing), ``nosniff`` and ``no-referrer``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import secrets
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,7 @@ from durable_agents.web.api import DECIDE_WAIT_SECONDS, Api, HttpError, _body, e
 from durable_agents.web.auth import AuthSettings, Identity, LoginThrottle, Role, TokenFile, is_loopback, roles_of
 from durable_agents.web.openapi import openapi_spec
 from durable_agents.web.views import LoginBody
+from durable_agents.web.webhooks import WebhookNotifier
 
 TOKEN_COOKIE = "da_token"
 CSRF_COOKIE = "da_csrf"
@@ -234,6 +236,7 @@ def create_app(
     secure_cookies: bool | None = None,
     throttle: LoginThrottle | None = None,
     decide_wait: float = DECIDE_WAIT_SECONDS,
+    webhooks: WebhookNotifier | None = None,
 ) -> ASGIApp:
     """The HTTP API, its OpenAPI spec (``/openapi.json``) and the web inbox (``/``), over ``client``.
 
@@ -244,7 +247,8 @@ def create_app(
     ``anonymous``: roles for requests without credentials, from loopback clients only.
     ``temporal_ui_url``: where each run's link points. ``secure_cookies``: mark cookies
     ``Secure`` (default: when the request came over HTTPS). ``decide_wait``: how long a
-    decision waits for the run's next outcome before answering without it.
+    decision waits for the run's next outcome before answering without it. ``webhooks``: a
+    ``WebhookNotifier`` run while the app runs (its lifespan).
     """
     token_file = TokenFile(tokens) if isinstance(tokens, (str, Path)) else tokens
     auth = AuthSettings(
@@ -281,6 +285,15 @@ def create_app(
         Route("/api/sessions/{session_id:path}", e(api.session)),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
-    app = Starlette(routes=routes, exception_handlers={404: _not_found, 405: _method_not_allowed})
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if webhooks is None:
+            yield
+            return
+        async with webhooks.running():
+            yield
+
+    app = Starlette(routes=routes, exception_handlers={404: _not_found, 405: _method_not_allowed}, lifespan=lifespan)
     app.state.web = web
     return SecurityHeaders(app)
