@@ -74,3 +74,21 @@ reader = Agent(name=READER, model="scripted:web-read", instructions="You read pa
 
 def paid_in(session_id: str) -> list[dict]:
     return [args for sid, args in PAID if sid == session_id]
+
+
+register_script(
+    "web-boss",
+    [
+        ScriptedTurn(
+            text="Asking the payer.", tool_calls=[ScriptedToolCall(name="pay_team", arguments={"task": "Pay ACME"})]
+        ),
+        ScriptedTurn(text="Boss done."),
+    ],
+)
+boss = Agent(
+    name="web-boss",
+    model="scripted:web-boss",
+    instructions="You delegate payments.",
+    subagents=[payer.as_tool(name="pay_team", description="Ask the payer to pay")],
+)
+"""Delegates to ``web-payer`` as a sub-agent: the payer's ``pay`` waits in the boss's session."""

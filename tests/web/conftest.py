@@ -23,7 +23,7 @@ from temporalio.testing import WorkflowEnvironment
 from durable_agents import AgentClient, build_worker
 from durable_agents.checkpoint import SqliteStore
 from durable_agents.web import LoginThrottle, TokenFile, create_app
-from tests.web.agents import payer, reader
+from tests.web.agents import boss, payer, reader
 
 pytestmark = pytest.mark.integration
 
@@ -97,7 +97,7 @@ async def served(env: WorkflowEnvironment, tmp_path_factory: pytest.TempPathFact
         throttle=LoginThrottle(limit=5, window=600, base_delay=0.05, max_delay=0.2),
     )
     server = uvicorn.Server(uvicorn.Config(Recorder(app, answered), host="127.0.0.1", port=0, log_level="warning"))
-    async with build_worker(env.client, agents=[payer, reader], store=store, task_queue=task_queue):
+    async with build_worker(env.client, agents=[payer, reader, boss], store=store, task_queue=task_queue):
         serving = asyncio.create_task(server.serve())
         while not server.started:
             assert not serving.done(), "uvicorn did not start"

@@ -160,3 +160,27 @@ async def test_an_operator_forks_a_session_and_a_viewer_cannot(served: Served):
     new = forked.json()["sessionId"]
     assert served.store.load_header(new).status == "in-progress"
     assert served.store.load(new).pending_input[0].content == "Pay 10.00 instead."
+
+
+async def test_a_sub_agents_call_is_decided_in_its_parents_session_and_its_transcript_nests(served: Served):
+    sid = served.session("boss")
+    paused = await served.client.send("web-boss", "Pay ACME through the team", session_id=sid)
+    assert paused.finish_reason == "awaiting-approval"
+    async with served.http("alice") as http:
+        listed = (await http.get("/api/approvals", params={"agent": "web-payer", "limit": 500})).json()
+        item = next(i for i in listed["items"] if i["sessionId"] == sid)
+        assert (item["agent"], item["subagentAgent"], item["toolName"]) == ("web-boss", "web-payer", "pay")
+        waiting = (await http.get(f"/api/sessions/{sid}/transcript")).json()
+        call = next(m for m in waiting["messages"] if m["message"]["role"] == "assistant")
+        assert call["subagent"]["agent"] == "web-payer"  # the call the sub-agent waits on carries its transcript
+        assert call["subagent"]["messages"][-1]["message"]["toolCalls"][0]["name"] == "pay"
+        detail = (await http.get(f"/api/sessions/{sid}/approval")).json()
+        assert detail["inputSchema"]["properties"]["amount_cents"]  # the sub-agent's tool's schema
+        decided = await http.post(f"/api/sessions/{sid}/decision", json=_decision(detail))
+        assert decided.status_code == 200, decided.text
+        assert decided.json()["outcome"]["finishReason"] == "stop"
+        done = (await http.get(f"/api/sessions/{sid}/transcript")).json()
+    result = next(m for m in done["messages"] if m["message"]["role"] == "tool")
+    nested = [m["message"]["role"] for m in result["subagent"]["messages"]]
+    assert nested[-3:] == ["assistant", "tool", "assistant"], nested
+    assert result["subagent"]["agent"] == "web-payer"

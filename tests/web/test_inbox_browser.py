@@ -62,6 +62,12 @@ def go(tab: Tab, hash_: str) -> None:
     tab.evaluate(f"location.hash = {json.dumps(hash_)}")
 
 
+def phone(tab: Tab) -> None:
+    """The page as a phone shows it (390 × 844 CSS pixels, touch)."""
+    metrics = {"width": 390, "height": 844, "deviceScaleFactor": 2, "mobile": True}
+    tab._browser.send("Emulation.setDeviceMetricsOverride", metrics, session=tab._session)
+
+
 def open_approval(tab: Tab, sid: str) -> None:
     go(tab, f"#/approval/{sid}")
     until(tab, "!!document.getElementById('approve') && !!document.getElementById('conversation')", "the approval")
@@ -97,6 +103,10 @@ async def test_a_person_approves_a_waiting_call_from_the_page_and_the_run_goes_o
         open_approval(tab, sid)
         shown = text_of(tab, "arguments")
         tab.screenshot(shots / "web-approval.png")
+        phone(tab)
+        wide = tab.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+        assert wide <= 0, f"on a phone the approval page is {wide} px wider than the screen"
+        tab.screenshot(shots / "web-approval-phone.png")
         tab.evaluate("document.getElementById('note').value = 'fine'")
         tab.evaluate("document.getElementById('approve').click()")
         until(tab, "document.getElementById('decision-done').textContent.includes('Approved by alice')", "the decision")
