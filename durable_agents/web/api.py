@@ -11,6 +11,7 @@ import asyncio
 import base64
 import contextlib
 import json
+import logging
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
@@ -19,6 +20,7 @@ from urllib.parse import quote
 from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
+from temporalio.client import WorkflowExecutionStatus
 
 from durable_agents.checkpoint.compare import compare_trajectories
 from durable_agents.checkpoint.fork import Patch
@@ -62,6 +64,8 @@ from durable_agents.web.views import (
     TranscriptMessage,
     arguments_digest,
 )
+
+log = logging.getLogger("durable_agents.web")
 
 MAX_PAGE = 500
 DEFAULT_PAGE = 50
@@ -363,8 +367,10 @@ class Api:
         return HttpError(409, "APPROVAL_NOT_PENDING", f"approval {approval_id} is not waiting for a decision{now}")
 
     async def _live(self, session_id: str) -> bool:
+        """Whether Temporal has a running run of the session (False when it cannot say)."""
         with contextlib.suppress(Exception):
-            return await self.client._is_running(self.client.temporal.get_workflow_handle(session_id))
+            described = await self.client.temporal.get_workflow_handle(session_id).describe()
+            return described.status == WorkflowExecutionStatus.RUNNING
         return False
 
     async def audit(self, request: Request, identity: Identity) -> Response:
@@ -567,9 +573,7 @@ def _subagent_of(message: Message) -> str | None:
 def _log_late(task: asyncio.Future[Any]) -> None:
     """A decision whose outcome came after its request was answered: its error is not lost."""
     if not task.cancelled() and task.exception() is not None:
-        import logging
-
-        logging.getLogger("durable_agents.web").warning("a decision failed after it was answered: %s", task.exception())
+        log.warning("a decision failed after it was answered: %s", task.exception())
 
 
 __all__ = ["Api", "HttpError"]

@@ -25,6 +25,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -129,7 +130,8 @@ class Web:
         if site is not None and site not in ("same-origin", "none"):
             raise HttpError(403, "CSRF", f"cross-site request refused (Sec-Fetch-Site: {site})")
         origin = request.headers.get("origin")
-        if origin is not None and origin != _own_origin(request):
+        if origin is not None and urlsplit(origin).netloc != request.headers.get("host", ""):
+            # host and port only: behind a TLS-terminating proxy this app sees http, the browser https
             raise HttpError(403, "CSRF", "cross-site request refused (its Origin is not this site)")
         sent, kept = request.headers.get(CSRF_HEADER, ""), request.cookies.get(CSRF_COOKIE, "")
         if not sent or not kept or not hmac.compare_digest(sent.encode(), kept.encode()):
@@ -204,11 +206,6 @@ def _bearer(request: Request) -> str | None:
         return None
     scheme, _, token = header.partition(" ")
     return token.strip() if scheme.lower() == "bearer" else ""
-
-
-def _own_origin(request: Request) -> str:
-    host = request.headers.get("host", "")
-    return f"{request.url.scheme}://{host}"
 
 
 def _too_many(seconds: float) -> HttpError:
