@@ -11,8 +11,8 @@ import durable_agents
 from durable_agents import errors
 from durable_agents.checkpoint import errors as checkpoint_errors
 
-PUBLIC_MODULES = ["client", "connection", "errors", "plugin", "result", "worker"]
-"""Modules at the package root whose ``__all__`` is part of the top-level API."""
+PUBLIC_MODULES = ["client.client", "client.connection", "client.result", "errors", "plugin", "worker"]
+"""Modules whose ``__all__`` is part of the top-level API."""
 DEFINITION_NAMES = {
     "Agent",
     "Tool",

@@ -12,6 +12,7 @@ from typing import Any, TextIO
 
 from durable_agents.checkpoint.format import ToolCall
 from durable_agents.cli._render import call_text
+from durable_agents.client.result import RunResult
 from durable_agents.events import (
     ApprovalDecided,
     ApprovalRequested,
@@ -28,7 +29,6 @@ from durable_agents.events import (
     ToolCallStarted,
     TurnStored,
 )
-from durable_agents.client.result import RunResult
 
 
 def event_json(event: Event) -> dict[str, Any]:

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 
-from durable_agents.client.outcomes import pending_from_store
 from durable_agents.checkpoint.format import Checkpoint, Role
 from durable_agents.checkpoint.stores._subagents import subagent_session_id
 from durable_agents.checkpoint.stores.base import CheckpointStore
 from durable_agents.cli._render import approval_marks, decision_lines, pending_positions, render_transcript
+from durable_agents.client.outcomes import pending_from_store
 
 PAD = "      │ "
 MAX_NESTING = 6

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 
-from durable_agents.client.outcomes import pending_from_store
 from durable_agents.checkpoint.compare import compare_trajectories, format_comparison
 from durable_agents.checkpoint.context import sent_messages, step_position
 from durable_agents.checkpoint.errors import CheckpointNotFoundError
@@ -34,6 +33,7 @@ from durable_agents.cli._render import (
     sessions_table,
 )
 from durable_agents.cli._subagents import subagent_lines
+from durable_agents.client.outcomes import pending_from_store
 
 STATUSES = [s.value for s in CheckpointStatus]
 

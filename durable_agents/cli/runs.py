@@ -31,8 +31,8 @@ from durable_agents.cli._common import (
 )
 from durable_agents.cli._live import print_events
 from durable_agents.cli._render import approval_marks, pending_lines, plural, render_transcript
-from durable_agents.events import Event
 from durable_agents.client.result import RunResult
+from durable_agents.events import Event
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -177,8 +177,8 @@ async def print_outcome(
 # -- commands ------------------------------------------------------------------------------
 async def cmd_run(args: argparse.Namespace) -> int:
     from durable_agents._loading import load_agents
-    from durable_agents.client.streams import follow
     from durable_agents._workers import no_worker_message, worker_polling
+    from durable_agents.client.streams import follow
 
     name = load_agents(args.agent)[0].name if ":" in args.agent else args.agent
     session = args.session or f"{name}-{uuid.uuid4().hex[:8]}"
