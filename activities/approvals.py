@@ -36,7 +36,7 @@ from durable_agents.activities.keys import idempotency_key
 from durable_agents.activities.step_events import approval_decided, approval_requested, rejected_call
 from durable_agents.agent.tools import ToolContext
 from durable_agents.checkpoint.events import parse_event
-from durable_agents.checkpoint.format import CheckpointHeader, CheckpointStatus, Decision, Message
+from durable_agents.checkpoint.format import CheckpointHeader, CheckpointStatus, Decision, Message, ToolCall
 
 
 def rejection_content(note: str | None) -> str:
@@ -72,6 +72,30 @@ def approved_content(content: str, decision: Decision | None, *, is_error: bool 
     if decision.arguments is not None:
         wrapped["editedArguments"] = decision.arguments
     return json.dumps(wrapped, ensure_ascii=False)
+
+
+def save_pause(
+    deps: ActivityDeps,
+    header: CheckpointHeader,
+    approval_id: str,
+    remaining: list[ToolCall],
+    turn_position: int | None,
+    **more: Any,
+) -> list[ToolCall]:
+    """Save ``header``'s session as waiting for ``approval_id`` with the calls after the gated
+    one (their arguments read from the stored turn when they came as references), in one
+    write: the pause of a run, or of its sub-agent's (``more``: the snapshot). The calls saved."""
+    if turn_position is not None:
+        remaining = deps.stored_calls(header.session_id, turn_position, remaining)
+    update = {
+        "status": CheckpointStatus.AWAITING_APPROVAL,
+        "approval_id": approval_id,
+        "remaining_tool_calls": remaining,
+        "updated_at": None,
+        **more,
+    }
+    deps.store.append(header.model_copy(update=update), header.message_count, [])
+    return remaining
 
 
 def _decision_record(inp: RecordDecisionInput) -> Decision:
@@ -130,23 +154,8 @@ class ApprovalActivities:
     @activity.defn(name=PAUSE_FOR_APPROVAL)
     async def pause_for_approval(self, inp: PauseForApprovalInput) -> None:
         def write() -> None:
-            store = self.deps.store
             header = self.deps.live_header(inp.session_id)
-            remaining = inp.remaining_tool_calls
-            if inp.turn_position is not None:  # references: save the calls with their arguments
-                remaining = self.deps.stored_calls(inp.session_id, inp.turn_position, remaining)
-            store.append(
-                header.model_copy(
-                    update={
-                        "status": CheckpointStatus.AWAITING_APPROVAL,
-                        "approval_id": inp.approval_id,
-                        "remaining_tool_calls": remaining,
-                        "updated_at": None,
-                    }
-                ),
-                header.message_count,
-                [],
-            )
+            remaining = save_pause(self.deps, header, inp.approval_id, inp.remaining_tool_calls, inp.turn_position)
             if streams(header):
                 events = [approval_requested(self.deps, inp, remaining)]
                 if inp.outcome is not None:  # the run's RunPaused, which the workflow made

@@ -20,6 +20,7 @@ from typing import Any
 from pydantic import ValidationError
 from temporalio import activity
 
+from durable_agents.activities.approvals import save_pause
 from durable_agents.activities.deps import ActivityDeps
 from durable_agents.activities.events import Keyed, streams, write_events_now
 from durable_agents.activities.step_events import (
@@ -290,21 +291,8 @@ class SubagentActivities:
         snapshot = approval_snapshot(store, inp.child_session_id)
         if snapshot is None or snapshot.approval_id != inp.approval_id:
             return RelaySubagentApprovalOutput(relayed=False, message_count=header.message_count)
-        remaining = inp.remaining_tool_calls
-        if inp.turn_position is not None:  # references: save the calls with their arguments
-            remaining = self.deps.stored_calls(inp.session_id, inp.turn_position, remaining)
-        store.append(
-            header.model_copy(
-                update={
-                    "status": CheckpointStatus.AWAITING_APPROVAL,
-                    "approval_id": inp.approval_id,
-                    "remaining_tool_calls": remaining,
-                    "subagent_approval": snapshot,
-                    "updated_at": None,
-                }
-            ),
-            header.message_count,
-            [],
+        save_pause(
+            self.deps, header, inp.approval_id, inp.remaining_tool_calls, inp.turn_position, subagent_approval=snapshot
         )
         if streams(header):
             events = [subagent_approval_requested(inp.session_id, snapshot)]
