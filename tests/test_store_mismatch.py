@@ -145,3 +145,24 @@ async def test_a_subagent_run_carries_its_parents_store_so_listing_pages_through
             assert not {sid, write} & set(paged), "this store's waiting runs were paged through in visibility"
             monkeypatch.undo()
             await client.cancel(sid)
+
+
+async def test_an_agent_filter_is_not_read_as_part_of_the_visibility_query(env, store, task_queue, tmp_path):
+    """``waiting_approvals(agent=…)`` with quotes in the name: refused, never run as query text
+    (before, ``payments" OR AgentName != "x`` listed every agent's approvals)."""
+    elsewhere = SqliteStore(tmp_path / "elsewhere.db")
+    sid = session_id()
+    async with build_worker(env.client, agents=[agents.payments_agent], store=store, task_queue=task_queue):
+        await AgentClient(env.client, store, task_queue).send("payments", "Charge me", session_id=sid)
+        other = AgentClient(env.client, elsewhere, task_queue)  # lists the run from visibility only
+        for _ in range(50):  # visibility is eventually consistent
+            if [p for p in await other.waiting_approvals("payments") if p.session_id == sid]:
+                break
+            await asyncio.sleep(0.1)
+        else:
+            raise AssertionError("visibility never listed the paused run")
+        assert [p for p in await other.waiting_approvals("booker") if p.session_id == sid] == []
+        with pytest.raises(ConfigurationError, match="no agent can be named"):
+            await other.waiting_approvals('booker" OR AgentName != "x')
+        await AgentClient(env.client, store, task_queue).cancel(sid)
+    elsewhere.close()

@@ -49,6 +49,13 @@ from durable_agents.providers.registry import check_model_string
 DriftPolicy = Literal["warn", "error", "ignore"]
 Versioning = Literal["pinned", "auto-upgrade"]
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
+
+
+def is_agent_name(name: str) -> bool:
+    """Whether an agent may be named ``name`` (letters, digits, ``_ . -``; at most 64)."""
+    return bool(_NAME.match(name))
+
+
 DEFAULT_MAX_DEPTH = 3
 """How deep sub-agents may nest below a top-level agent unless it says otherwise."""
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -114,7 +121,7 @@ class Agent:
     """The MCP servers' tools as one run listed them (see :meth:`with_mcp_tools`)."""
 
     def __post_init__(self) -> None:
-        if not _NAME.match(self.name or ""):
+        if not is_agent_name(self.name or ""):
             raise ConfigurationError(
                 f"An agent needs a `name` of letters, digits, _ . - (got {self.name!r}); "
                 "it names the agent's runs in Temporal and the store"

@@ -10,6 +10,8 @@ from temporalio.client import Client, WorkflowExecution
 from temporalio.service import RPCError
 
 from durable_agents.activities.contracts import PendingApproval
+from durable_agents.agent.agent import is_agent_name
+from durable_agents.checkpoint.errors import ConfigurationError
 from durable_agents.checkpoint.stores._common import gc_paused
 from durable_agents.checkpoint.stores.base import CheckpointStore
 from durable_agents.client.outcomes import pending_in
@@ -48,6 +50,8 @@ async def waiting_approvals(
     ``store_attribute`` (``AgentStore`` is registered), visibility is asked only for runs
     started on other stores (or before the attribute existed): the store's own are not
     paged through again."""
+    if agent is not None and not is_agent_name(agent):  # never part of the query's text
+        raise ConfigurationError(f"no agent can be named {agent!r}: agent names are letters, digits, _ . -")
     found = {p.session_id: p for p in await asyncio.to_thread(store_approvals, store, agent)}
     if visibility:
         query = (
