@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -164,3 +165,30 @@ def test_listing_a_long_paused_session_reads_its_last_turn_not_its_whole_transcr
     assert (pending.tool_call_id, pending.arguments, pending.approval_id) == ("c1", {"amount": 5}, "ap-1")
     assert [c.id for c in pending.remaining_tool_calls] == ["c2"]
     assert store.parsed <= 64, f"{store.parsed} messages parsed to list one approval"
+
+
+async def test_two_decisions_in_one_workflow_task_one_wins_the_other_is_refused(run_worker, store):
+    """Two ``decide`` updates that reach the run in the same workflow task (both sent while no
+    worker ran): the first is taken, the second refused as already decided, never answered as
+    if its decision had been taken. (Each update's validator and the start of its handler run
+    together, before the next update's validator: ``decide`` records the decision before its
+    first await, which this test holds it to.)"""
+    agents.CALL_LOG.clear()
+    sid = session_id()
+    async with run_worker([agents.payments_agent]) as client:
+        paused = await client.send("payments", "Charge me", session_id=sid)
+    handle = client.temporal.get_workflow_handle(sid)
+    approve = ApprovalDecision(approval_id=paused.approval_id, approved=True, decided_by="ana")
+    reject = ApprovalDecision(approval_id=paused.approval_id, approved=False, decided_by="bo")
+    first = asyncio.ensure_future(handle.execute_update("decide", approve))
+    await asyncio.sleep(0.5)  # queued in Temporal before the other one
+    second = asyncio.ensure_future(handle.execute_update("decide", reject))
+    await asyncio.sleep(0.5)
+    async with run_worker([agents.payments_agent]):
+        won = await asyncio.wait_for(first, 60)
+        with pytest.raises(WorkflowUpdateFailedError) as lost:
+            await asyncio.wait_for(second, 60)
+    assert "was already decided" in str(lost.value.cause)
+    assert won["summary"] is not None  # the run's next outcome, for the winner
+    recorded = store.load(sid).decisions
+    assert [(d.approved, d.decided_by) for d in recorded] == [(True, "ana")]
