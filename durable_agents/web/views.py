@@ -6,11 +6,12 @@ from __future__ import annotations
 import hashlib
 import json
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 from pydantic import ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from durable_agents.activities.contracts import PendingApproval
 from durable_agents.checkpoint.format import (
     CheckpointHeader,
     CheckpointStatus,
@@ -21,22 +22,8 @@ from durable_agents.checkpoint.format import (
     ToolCall,
 )
 
-
-class Pending(Protocol):
-    """A waiting call as ``AgentClient.pending_approval`` and ``waiting_approvals`` give it
-    (``durable_agents.PendingApproval``), as far as this package reads it."""
-
-    approval_id: str
-    session_id: str
-    agent: str
-    tool_name: str
-    tool_call_id: str
-    arguments: dict[str, Any]
-    requested_at: datetime
-    subagent_session_id: str | None
-    subagent_agent: str | None
-
-    def model_dump(self) -> dict[str, Any]: ...
+Pending = PendingApproval
+"""A waiting call as ``AgentClient.pending_approval`` and ``waiting_approvals`` give it."""
 
 
 def arguments_digest(arguments: dict[str, Any]) -> str:
