@@ -13,7 +13,13 @@ import dataclasses
 
 from temporalio.api.failure.v1 import Failure
 from temporalio.contrib.pydantic import PydanticPayloadConverter, pydantic_data_converter
-from temporalio.converter import DataConverter, DefaultFailureConverter, PayloadCodec, PayloadConverter
+from temporalio.converter import (
+    DataConverter,
+    DefaultFailureConverter,
+    EncodingPayloadConverter,
+    PayloadCodec,
+    PayloadConverter,
+)
 from temporalio.exceptions import ApplicationError
 
 from durable_agents.checkpoint.errors import ConfigurationError, FailureType
@@ -22,11 +28,22 @@ from durable_agents.encryption import EncryptedHistoryUnreadable, EncryptedPaylo
 
 class DurableAgentsPayloadConverter(PydanticPayloadConverter):
     """The pydantic payload converter, plus a clear error for an encrypted payload
-    that no codec decrypted (``encryption.EncryptedPayloadRefused``)."""
+    that no codec decrypted (``encryption.EncryptedPayloadRefused``).
+
+    Temporal's worker makes a data converter, so one of these, for every workflow
+    activation; all of them share one set of encoding converters (stateless but for the
+    pydantic converter's cache of type adapters, which is thread-safe and worth sharing),
+    built once, instead of building the set anew each time."""
+
+    _shared: tuple[EncodingPayloadConverter, ...] = ()
 
     def __init__(self) -> None:  # runs inside the workflow sandbox too: no imports here
-        super().__init__()
-        self._set_converters(*self.converters.values(), EncryptedPayloadRefused())
+        shared = type(self)._shared
+        if not shared:
+            super().__init__()
+            shared = (*self.converters.values(), EncryptedPayloadRefused())
+            type(self)._shared = shared
+        self._set_converters(*shared)
 
 
 def _payload_key_error(exception: BaseException) -> PayloadKeyError | EncryptedHistoryUnreadable | None:
