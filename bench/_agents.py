@@ -17,17 +17,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pydantic import BaseModel
 
-from durable_agents import (
-    Agent,
-    ModelRequest,
-    ModelResponse,
-    ScriptedToolCall,
-    ScriptedTurn,
-    ToolContext,
-    register_provider,
-    tool,
-)
+from durable_agents.agent.agent import Agent
+from durable_agents.agent.tools import ToolContext, tool
 from durable_agents.checkpoint import Message, Role, ToolCall, Usage
+from durable_agents.providers.base import ModelRequest, ModelResponse
+from durable_agents.providers.registry import register_provider
+from durable_agents.providers.scripted import ScriptedToolCall, ScriptedTurn
 
 PAD = "x" * 1000
 LIMIT = {"steps": 30}

@@ -15,7 +15,9 @@ import time
 
 from _agents import LIMIT, InstantModel, noop
 
-from durable_agents import Agent, ModelRequest, ModelResponse, register_provider
+from durable_agents.agent.agent import Agent
+from durable_agents.providers.base import ModelRequest, ModelResponse
+from durable_agents.providers.registry import register_provider
 
 MODES = ("local", "regular", "auto")
 SECONDS = float(os.environ.get("CAPACITY_MODEL_SECONDS", "1"))

@@ -23,8 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from _raw_loop import RawAgentLoop, RawRun
 from temporalio.client import Client
 
-from durable_agents import AgentClient
 from durable_agents.checkpoint import SqliteStore
+from durable_agents.client.client import AgentClient
 from durable_agents.client.connection import data_converter
 
 

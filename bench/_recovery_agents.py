@@ -10,8 +10,11 @@ import time
 
 from pydantic import BaseModel
 
-from durable_agents import Agent, ModelRequest, ModelResponse, ToolContext, register_provider, tool
+from durable_agents.agent.agent import Agent
+from durable_agents.agent.tools import ToolContext, tool
 from durable_agents.checkpoint import Message, Role, ToolCall, Usage
+from durable_agents.providers.base import ModelRequest, ModelResponse
+from durable_agents.providers.registry import register_provider
 
 SLOW = float(os.environ.get("RECOVERY_SLOW", "3"))
 HEARTBEAT = float(os.environ["RECOVERY_HEARTBEAT"]) if os.environ.get("RECOVERY_HEARTBEAT") else None

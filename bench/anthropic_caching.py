@@ -27,10 +27,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from pydantic import BaseModel
 from temporalio.client import Client
 
-from durable_agents import Agent, AgentClient, ModelSettings, ToolContext, build_worker, tool
+from durable_agents.agent.agent import Agent
+from durable_agents.agent.tools import ToolContext, tool
 from durable_agents.checkpoint import SqliteStore
+from durable_agents.checkpoint.format import ModelSettings
+from durable_agents.client.client import AgentClient
 from durable_agents.client.connection import data_converter
 from durable_agents.devserver import DevServer
+from durable_agents.worker import build_worker
 from tests.fakes.llm_server import FakeLLMServer
 
 WRITE_PRICE, READ_PRICE = 1.25, 0.1

@@ -46,11 +46,12 @@ from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from durable_agents import AgentClient, build_worker
 from durable_agents.checkpoint import SqliteStore
+from durable_agents.client.client import AgentClient
 from durable_agents.client.connection import data_converter
 from durable_agents.devserver import DevServer
 from durable_agents.worker import _pollers as poller_behavior
+from durable_agents.worker import build_worker
 
 BENCH = Path(__file__).resolve().parent
 CLI = Path(sys.executable).with_name("durable-agents")

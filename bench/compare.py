@@ -46,10 +46,11 @@ from _raw_loop import RawAgentLoop, RawRun, raw_model_turn, raw_tool_call
 from temporalio.client import Client
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
-from durable_agents import AgentClient, build_worker
 from durable_agents.checkpoint import SqliteStore
+from durable_agents.client.client import AgentClient
 from durable_agents.client.connection import data_converter
 from durable_agents.devserver import DevServer
+from durable_agents.worker import build_worker
 
 MODES = ("regular", "local", "auto")
 BASELINE = {"regular": "regular", "local": "local", "auto": "local"}

@@ -28,10 +28,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _agents import LIMIT, TICKS, bench_agent
 from temporalio.client import Client
 
-from durable_agents import AgentClient, build_worker
 from durable_agents.checkpoint import SqliteStore
+from durable_agents.client.client import AgentClient
 from durable_agents.client.connection import data_converter
 from durable_agents.devserver import DevServer
+from durable_agents.worker import build_worker
 
 
 def store_bytes(store: SqliteStore) -> int:

@@ -28,22 +28,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from pydantic import BaseModel
 from temporalio.client import Client
 
-from durable_agents import (
-    Agent,
-    AgentClient,
-    MCPServerHTTP,
-    MCPServerStdio,
-    ScriptedToolCall,
-    ScriptedTurn,
-    ToolContext,
-    build_worker,
-    register_script,
-    tool,
-)
 from durable_agents.activities.mcp_client import MCPConnections
+from durable_agents.agent.agent import Agent
+from durable_agents.agent.mcp import MCPServerHTTP, MCPServerStdio
+from durable_agents.agent.tools import ToolContext, tool
 from durable_agents.checkpoint import Message, SqliteStore
+from durable_agents.client.client import AgentClient
 from durable_agents.client.connection import data_converter
 from durable_agents.devserver import DevServer
+from durable_agents.providers.scripted import ScriptedToolCall, ScriptedTurn, register_script
+from durable_agents.worker import build_worker
 
 SERVER = Path(__file__).resolve().parent.parent / "tests" / "mcp" / "server.py"
 

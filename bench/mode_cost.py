@@ -30,10 +30,14 @@ from _agents import LIMIT, InstantModel, noop
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from durable_agents import Agent, AgentClient, ModelRequest, ModelResponse, build_worker, register_provider
+from durable_agents.agent.agent import Agent
 from durable_agents.checkpoint import SqliteStore
+from durable_agents.client.client import AgentClient
 from durable_agents.client.connection import data_converter
 from durable_agents.devserver import DevServer
+from durable_agents.providers.base import ModelRequest, ModelResponse
+from durable_agents.providers.registry import register_provider
+from durable_agents.worker import build_worker
 
 MODES = (("regular", None), ("auto", 10.0), ("auto", 4.0))
 """(activity mode, the client's workflow task timeout in seconds; None: Temporal's 10 s)."""

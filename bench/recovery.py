@@ -34,8 +34,8 @@ from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
 
-from durable_agents import AgentClient
 from durable_agents.checkpoint import SqliteStore
+from durable_agents.client.client import AgentClient
 from durable_agents.client.connection import data_converter
 from durable_agents.devserver import DevServer
 

@@ -30,11 +30,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from temporalio.client import Client
 
 from bench.step_overhead import noop, script_for
-from durable_agents import Agent, AgentClient, build_worker, register_script
+from durable_agents.agent.agent import Agent
 from durable_agents.checkpoint import SqliteStore
+from durable_agents.client.client import AgentClient
 from durable_agents.client.connection import data_converter
 from durable_agents.devserver import DevServer
 from durable_agents.events import RunFinished, TextDelta
+from durable_agents.providers.scripted import register_script
+from durable_agents.worker import build_worker
 from tests.fakes.llm_server import FakeLLMServer
 
 

@@ -28,19 +28,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from pydantic import BaseModel
 from temporalio.client import Client
 
-from durable_agents import (
-    Agent,
-    AgentClient,
-    ModelRequest,
-    ModelResponse,
-    ToolContext,
-    build_worker,
-    register_provider,
-    tool,
-)
+from durable_agents.agent.agent import Agent
+from durable_agents.agent.tools import ToolContext, tool
 from durable_agents.checkpoint import CheckpointStatus, Message, Role, SqliteStore, ToolCall, Usage
+from durable_agents.client.client import AgentClient
 from durable_agents.client.connection import data_converter
 from durable_agents.devserver import DevServer
+from durable_agents.providers.base import ModelRequest, ModelResponse
+from durable_agents.providers.registry import register_provider
+from durable_agents.worker import build_worker
 
 
 class Charge(BaseModel):

@@ -28,12 +28,15 @@ import uvicorn
 from pydantic import BaseModel
 from temporalio.client import Client
 
-from durable_agents import Agent, ScriptedToolCall, ScriptedTurn, ToolContext, build_worker, register_script, tool
+from durable_agents.agent.agent import Agent
+from durable_agents.agent.tools import ToolContext, tool
 from durable_agents.checkpoint import SqliteStore
 from durable_agents.client.client import AgentClient
 from durable_agents.client.connection import data_converter
 from durable_agents.devserver import DevServer
+from durable_agents.providers.scripted import ScriptedToolCall, ScriptedTurn, register_script
 from durable_agents.web import TokenFile, create_app
+from durable_agents.worker import build_worker
 
 
 class Pay(BaseModel):
