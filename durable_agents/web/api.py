@@ -12,7 +12,7 @@ import base64
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
@@ -109,17 +109,25 @@ def error_of(e: DurableAgentsError) -> HttpError:
     return HttpError(502, code, str(e))
 
 
-def _limit(request: Request) -> int:
-    raw = request.query_params.get("limit")
+def _query_number(
+    request: Request, name: str, parse: Callable[[str], float], low: float, high: float, what: str
+) -> float | None:
+    """Query parameter ``name`` parsed and within ``[low, high]`` (None when absent), else a 400 saying ``what``."""
+    raw = request.query_params.get(name)
     if raw is None:
-        return DEFAULT_PAGE
+        return None
     try:
-        value = int(raw)
+        value = parse(raw)
     except ValueError:
-        raise HttpError(400, "BAD_REQUEST", f"limit={raw!r}: a whole number from 1 to {MAX_PAGE}") from None
-    if not 1 <= value <= MAX_PAGE:
-        raise HttpError(400, "BAD_REQUEST", f"limit={raw!r}: a whole number from 1 to {MAX_PAGE}")
+        value = None
+    if value is None or not low <= value <= high:  # NaN is in no range
+        raise HttpError(400, "BAD_REQUEST", f"{name}={raw!r}: {what}")
     return value
+
+
+def _limit(request: Request) -> int:
+    value = _query_number(request, "limit", int, 1, MAX_PAGE, f"a whole number from 1 to {MAX_PAGE}")
+    return DEFAULT_PAGE if value is None else int(value)
 
 
 def _cursor(request: Request) -> int:
@@ -142,16 +150,7 @@ def _next_cursor(start: int, limit: int, total: int) -> str | None:
 
 
 def _seconds(request: Request, name: str) -> float | None:
-    raw = request.query_params.get(name)
-    if raw is None:
-        return None
-    try:
-        value = float(raw)
-    except ValueError:
-        raise HttpError(400, "BAD_REQUEST", f"{name}={raw!r}: seconds, a number >= 0") from None
-    if not 0 <= value <= 1e9:
-        raise HttpError(400, "BAD_REQUEST", f"{name}={raw!r}: seconds, a number >= 0")
-    return value
+    return _query_number(request, name, float, 0, 1e9, "seconds, a number >= 0")
 
 
 async def _body(request: Request, model: type[BaseModel]) -> Any:
