@@ -187,6 +187,11 @@ def application_error(error: DurableAgentsError) -> ApplicationError:
     )
 
 
+def attempt_time_left() -> float:
+    """Seconds until this activity attempt's start-to-close timeout (infinite outside an activity)."""
+    return _attempt_time_left()
+
+
 def _attempt_time_left() -> float:
     """Seconds until this activity attempt's start-to-close timeout (infinite outside an activity)."""
     if not activity.in_activity():

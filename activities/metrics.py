@@ -17,6 +17,9 @@ exports none: the SDK's meter is then a no-op. No dependency of ours.
 ``durable_agents_durability_errors{agent,tool}``  calls that may or may not have taken effect (not rerun)
 ``durable_agents_approvals{agent,event}``       ``requested``, ``approved``, ``rejected``
 ``durable_agents_approvals_waiting``            sessions waiting for a decision, from the store (gauge)
+``durable_agents_budget_wait_seconds{agent,model}``  how long each model call under a rate-limit budget waited
+                                                for it (histogram; 0 when it did not wait)
+``durable_agents_budget_refusals{agent,model,status}``  calls under a budget the provider refused (429, 529)
 ==============================================  =========================================================
 
 Every series also carries the SDK's labels (``namespace``, ``task_queue``,
@@ -29,7 +32,7 @@ from __future__ import annotations
 from temporalio import activity, workflow
 from temporalio.common import MetricMeter
 
-__all__ = ["approval", "model_turn", "run_ended", "tool_call"]
+__all__ = ["approval", "budget_refusal", "budget_wait", "model_turn", "run_ended", "tool_call"]
 
 PREFIX = "durable_agents_"
 DURABILITY_ERROR = "tool-durability-error"
@@ -85,3 +88,26 @@ def approval(agent: str, event: str) -> None:
 def approvals_waiting(meter: MetricMeter, count: int) -> None:
     """Set the gauge of sessions waiting for a decision (the worker's health loop reads the store)."""
     meter.create_gauge(PREFIX + "approvals_waiting", "sessions waiting for an approval decision").set(count)
+
+
+def budget_wait(agent: str, model: str, seconds: float) -> None:
+    """A model call under a rate-limit budget got it (or handed its wait to the workflow) after ``seconds``."""
+    meter = _meter()
+    if meter is None:
+        return
+    try:
+        meter.create_histogram_float(
+            PREFIX + "budget_wait_seconds", "how long model calls waited for their rate-limit budget", "s"
+        ).record(max(seconds, 0.0), {"agent": agent, "model": model})
+    except Exception:  # noqa: BLE001 - a metric never fails a run
+        pass
+
+
+def budget_refusal(agent: str, model: str, status: int) -> None:
+    """The provider refused a call under a budget (429 or 529): its budget pauses for everyone."""
+    _add(
+        "budget_refusals",
+        "model calls under a budget the provider refused",
+        1,
+        {"agent": agent, "model": model, "status": str(status)},
+    )

@@ -17,6 +17,7 @@ store call (only when tracing is on, and only when the input leaves one unsaid).
 ``chat {model}``              a model turn: ``gen_ai.*`` (provider, model, input/output tokens,
                               cache read/creation tokens), ``durable_agents.step``, ``.attempt``,
                               ``.retries``, ``.replayed`` (the stored turn, no provider call),
+                              ``.budget.wait_ms`` (the wait for its rate-limit budget, when it has one),
                               ``.model.latency_ms``, ``.tool_calls`` (how many the turn asks for)
 ``execute_tool {tool}``       a tool call: ``gen_ai.tool.name``, ``gen_ai.tool.call.id``,
                               ``durable_agents.tool.durability`` (``safe-to-retry`` |
@@ -205,6 +206,15 @@ def model_generated(usage: Usage, started: float) -> None:
     if usage.cache_write_tokens is not None:
         attributes["gen_ai.usage.cache_creation.input_tokens"] = usage.cache_write_tokens
     current.set_attributes(attributes)
+
+
+def budget_waited(seconds: float) -> None:
+    """The model call waited ``seconds`` for its rate-limit budget (``durable_agents.providers.budgets``)."""
+    if TRACER.get() is None:
+        return
+    from opentelemetry import trace
+
+    trace.get_current_span().set_attribute(PREFIX + "budget.wait_ms", round(seconds * 1000, 3))
 
 
 def approval_waited(header: CheckpointHeader, decision: ApprovalDecision, call: ToolCall) -> None:

@@ -39,8 +39,10 @@ if TYPE_CHECKING:
     from durable_agents.activities.transcript_cache import TranscriptCache
     from durable_agents.activities.versioning import WorkerBuild
     from durable_agents.agent.agent import Agent
+    from durable_agents.checkpoint.budget_ledger import BudgetLedger
     from durable_agents.checkpoint.stores.base import CheckpointStore
     from durable_agents.providers.base import ModelProvider
+    from durable_agents.providers.budgets import Budget, FairShare, RateLimiter
     from durable_agents.providers.registry import ProviderRegistry
 
 __all__ = ["DurableAgentsPlugin"]
@@ -88,7 +90,10 @@ class DurableAgentsPlugin(SimplePlugin):
     ``codec``: a payload codec for the client's converter, e.g.
     ``durable_agents.EncryptionCodec.from_env()`` (with it, failures are encoded too).
     ``transcript_cache``: the worker's cache of transcripts (default: one with the
-    default bounds; see ``durable_agents.activities.transcript_cache``)."""
+    default bounds; see ``durable_agents.activities.transcript_cache``).
+    ``budgets``: the provider rate limits every model call of the fleet shares
+    (``durable_agents.providers.budgets``), booked in ``budget_ledger`` (default: beside the
+    store, so every worker on the store shares them); ``fair_share``: who waits behind whom."""
 
     def __init__(
         self,
@@ -99,6 +104,9 @@ class DurableAgentsPlugin(SimplePlugin):
         allow_memory_store: bool = False,
         codec: PayloadCodec | None = None,
         transcript_cache: TranscriptCache | None = None,
+        budgets: Sequence[Budget] = (),
+        fair_share: FairShare | None = None,
+        budget_ledger: BudgetLedger | None = None,
     ) -> None:
         activities = None
         workflows = None
@@ -114,7 +122,9 @@ class DurableAgentsPlugin(SimplePlugin):
             from durable_agents.workflows import ALL_WORKFLOWS
 
             _check_store(store, allow_memory_store)
-            registry = ProviderRegistry(dict(providers or {}))
+            registry = ProviderRegistry(
+                dict(providers or {}), budgets=_limiter(store, budgets, fair_share, budget_ledger)
+            )
             agents = with_subagents(agents)  # their sub-agents' child runs run here too
             _check_providers(agents, registry)
             mcp = MCPConnections()  # the worker's MCP sessions: closed (stdio servers stopped) when it stops
@@ -127,8 +137,10 @@ class DurableAgentsPlugin(SimplePlugin):
             from durable_agents.activities.sticky import UnstickRetries
 
             interceptors = [UnstickRetries()]  # a retried step's run leaves a dead worker's sticky queue
-        elif agents:
-            raise ConfigurationError("DurableAgentsPlugin(agents=…) needs store=… too: the worker's checkpoint store")
+        elif agents or budgets:
+            raise ConfigurationError(
+                "DurableAgentsPlugin(agents=…, budgets=…) needs store=… too: the worker's checkpoint store"
+            )
         super().__init__(
             PLUGIN_NAME,
             data_converter=lambda existing: with_our_converter(existing, codec),
@@ -168,6 +180,31 @@ def _check_providers(agents: Sequence[Agent], registry: ProviderRegistry) -> Non
                 )
             used.append(provider)
     preload(used)  # at start, not in the first model call's activity
+
+
+def _limiter(
+    store: CheckpointStore,
+    budgets: Sequence[Budget],
+    fair_share: FairShare | None,
+    ledger: BudgetLedger | None,
+) -> RateLimiter | None:
+    """The worker's rate limiter: its budgets in the ledger beside the store (None: no budgets)."""
+    if not budgets:
+        if fair_share is not None or ledger is not None:
+            raise ConfigurationError("fair_share=… and budget_ledger=… need budgets=[Budget(…), …] too")
+        return None
+    from durable_agents.checkpoint.budget_ledger import ledger_for
+    from durable_agents.providers.budgets import RateLimiter
+    from durable_agents.providers.registry import known_providers
+
+    limiter = RateLimiter(budgets, ledger if ledger is not None else ledger_for(store), fair_share=fair_share)
+    for model in limiter.budgets:
+        provider = model.partition(":")[0]
+        if provider not in known_providers():
+            raise ConfigurationError(
+                f"Budget({model!r}): no provider {provider!r} (known: {', '.join(known_providers())})"
+            )
+    return limiter
 
 
 def _append_failure_types(existing: Sequence[type[BaseException]] | None) -> list[type[BaseException]]:

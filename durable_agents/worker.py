@@ -26,6 +26,7 @@ from durable_agents.client.connection import DEFAULT_TASK_QUEUE
 from durable_agents.converter import carries_our_payloads, with_our_converter
 from durable_agents.plugin import DurableAgentsPlugin
 from durable_agents.providers.base import ModelProvider
+from durable_agents.providers.budgets import Budget, FairShare
 from durable_agents.versioning import deployment_config
 
 __all__ = ["build_worker"]
@@ -35,6 +36,8 @@ HEARTBEAT_THROTTLE = timedelta(seconds=1)
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
+
+    from durable_agents.checkpoint.budget_ledger import BudgetLedger
 
 
 def build_worker(
@@ -60,6 +63,9 @@ def build_worker(
     tracing: bool | TracerProvider = False,
     deployment: str | None = None,
     build_id: str | None = None,
+    budgets: Sequence[Budget] = (),
+    fair_share: FairShare | None = None,
+    budget_ledger: BudgetLedger | None = None,
 ) -> Worker:
     """A Temporal worker that runs ``agents`` with ``store`` as their checkpoint store.
 
@@ -98,6 +104,12 @@ def build_worker(
     ``durable_agents.versioning.derive_build_id``): its runs are pinned to this build, and an
     unfinished session's next run starts here too (``Agent(versioning="auto-upgrade")``
     moves with the deployment's current build instead); ``migrate`` moves a session.
+
+    ``budgets``: the providers' rate limits (``Budget("anthropic:claude-sonnet-4-5",
+    input_tokens_per_minute=…)``), shared by every worker on the same store (its SQLite file
+    or PostgreSQL database; ``budget_ledger`` overrides where they are booked); calls
+    waiting for a budget are served by ``fair_share`` (default: per agent). See
+    ``durable_agents.providers.budgets`` and docs/how-to/production/rate-limits.md.
     """
     if not carries_our_payloads(client.data_converter):
         raise ConfigurationError(
@@ -119,6 +131,9 @@ def build_worker(
         providers=providers,
         allow_memory_store=allow_memory_store,
         transcript_cache=cache,
+        budgets=budgets,
+        fair_share=fair_share,
+        budget_ledger=budget_ledger,
     )
     with warnings.catch_warnings():
         # A client connected with DurableAgentsPlugin() hands it to the worker too;

@@ -47,6 +47,7 @@ ALLOWED_IMPORTS = {
     "durable_agents.activities.fork",
     "durable_agents.activities.migrate",  # MigrateActivities (migrate_session), referenced only
     "durable_agents.activities.model",
+    "durable_agents.activities.budget_wait",  # the budget-wait signal's notice, the hand-off's failure type
     "durable_agents.activities.session",
     "durable_agents.activities.tools",
     "durable_agents.activities.subagent_activities",

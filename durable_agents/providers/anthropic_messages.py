@@ -24,6 +24,7 @@ from durable_agents.checkpoint.errors import FailureType
 from durable_agents.checkpoint.format import Message, ModelSettings, Role, ToolCall, Usage
 from durable_agents.checkpoint.parts import OpaquePart, TextPart
 from durable_agents.providers import anthropic_blocks as blocks
+from durable_agents.providers import ratelimit_headers
 from durable_agents.providers.anthropic_settings import thinking_problem
 from durable_agents.providers.base import (
     INVALID_JSON_KEY,
@@ -65,6 +66,7 @@ class AnthropicProvider:
             # The raw reply too: opaque blocks are kept exactly as the API wrote them.
             raw = await client.messages.with_raw_response.create(**params)
             reply, wire = await raw.parse(), await raw.json()
+            ratelimit_headers.heard(raw.status_code, raw.headers)  # what is left, for the budget limiter
         except anthropic.APIStatusError as exc:
             raise _status_error(exc) from exc
         except anthropic.APIConnectionError as exc:  # includes APITimeoutError
@@ -99,6 +101,7 @@ class AnthropicProvider:
                         kind=FailureType.MODEL_PROVIDER_RETRYABLE,
                     )
                 reply = await stream.get_final_message()
+                ratelimit_headers.heard(stream.response.status_code, stream.response.headers)
         except anthropic.APIStatusError as exc:  # also an `error` event inside the stream (e.g. overloaded)
             raise _stream_error(exc) from exc
         except anthropic.APIConnectionError as exc:
@@ -249,6 +252,7 @@ def _tool_call(block: Any) -> ToolCall:
 
 
 def _status_error(exc: anthropic.APIStatusError) -> ApplicationError:
+    ratelimit_headers.heard(exc.status_code, exc.response.headers)  # a 429's pause, for the budget limiter
     return status_error("anthropic", exc.status_code, exc.body, exc.message, exc.response.headers)
 
 

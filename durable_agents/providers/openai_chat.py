@@ -17,6 +17,7 @@ from temporalio.exceptions import ApplicationError
 
 from durable_agents.checkpoint.errors import FailureType
 from durable_agents.checkpoint.format import Message, ModelSettings, Role, ToolCall, ToolSpec, Usage
+from durable_agents.providers import ratelimit_headers
 from durable_agents.providers.base import (
     INVALID_JSON_KEY,
     ModelRequest,
@@ -61,7 +62,9 @@ class OpenAIProvider:
         client = self._get_client()
         params = to_openai_params(request)
         try:
-            reply = await client.chat.completions.create(**params)
+            raw = await client.chat.completions.with_raw_response.create(**params)
+            ratelimit_headers.heard(raw.status_code, raw.headers)  # what is left, for the budget limiter
+            reply = raw.parse()
         except openai.APIStatusError as exc:
             raise _status_error(exc) from exc
         except openai.APIConnectionError as exc:  # includes APITimeoutError
@@ -249,6 +252,7 @@ def decode_arguments(raw: Any) -> dict[str, Any]:
 
 
 def _status_error(exc: openai.APIStatusError) -> ApplicationError:
+    ratelimit_headers.heard(exc.status_code, exc.response.headers)  # a 429's pause, for the budget limiter
     return status_error("openai", exc.status_code, exc.body, exc.message, exc.response.headers)
 
 

@@ -32,6 +32,7 @@ from temporalio.exceptions import ApplicationError
 from durable_agents.checkpoint.errors import FailureType
 from durable_agents.checkpoint.format import Message, Role, ToolCall, ToolSpec, Usage
 from durable_agents.checkpoint.parts import DocumentPart, ImagePart, OpaquePart, TextPart
+from durable_agents.providers import ratelimit_headers
 from durable_agents.providers.base import (
     ModelRequest,
     ModelResponse,
@@ -307,4 +308,5 @@ def _message_parts(data: dict[str, Any]) -> list[Any]:
 
 
 def _status_error(exc: openai.APIStatusError) -> ApplicationError:
+    ratelimit_headers.heard(exc.status_code, exc.response.headers)  # a 429's pause, for the budget limiter
     return status_error(PROVIDER, exc.status_code, exc.body, exc.message, exc.response.headers)

@@ -14,9 +14,13 @@ import weakref
 from collections.abc import Callable, Iterable, Mapping
 from importlib import import_module
 from importlib.metadata import EntryPoint, entry_points
+from typing import TYPE_CHECKING
 
 from durable_agents.checkpoint.errors import ConfigurationError
 from durable_agents.providers.base import ModelProvider
+
+if TYPE_CHECKING:
+    from durable_agents.providers.budgets import RateLimiter
 
 BUILTIN_PROVIDERS = ("anthropic", "openai", "openai-responses", "scripted")
 ENTRY_POINT_GROUP = "durable_agents.providers"
@@ -71,8 +75,12 @@ class ProviderRegistry:
     worker's environment and never travel through Temporal.
     """
 
-    def __init__(self, overrides: Mapping[str, ModelProvider] | None = None) -> None:
+    def __init__(
+        self, overrides: Mapping[str, ModelProvider] | None = None, budgets: RateLimiter | None = None
+    ) -> None:
         self._providers: dict[str, ModelProvider] = dict(overrides or {})
+        self.budgets = budgets
+        """The worker's rate-limit budgets (``build_worker(budgets=…)``); None: calls are sent at once."""
         for name, provider in self._providers.items():
             _remember(provider, name)
 
