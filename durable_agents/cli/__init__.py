@@ -31,7 +31,7 @@ from collections.abc import Sequence
 
 from durable_agents._defaults import DEFAULT_TASK_QUEUE
 from durable_agents.checkpoint.errors import CheckpointNotFoundError, ConfigurationError, DurableAgentsError
-from durable_agents.cli import approvals, deploys, fork, inspect, production, runs, server, store, web
+from durable_agents.cli import approvals, deploys, fork, inspect, production, replay, runs, server, store, web
 from durable_agents.cli._common import (
     STORE_ENCRYPTION_ENV,
     STORE_ENV,
@@ -87,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="what a run's summary in the Temporal UI says (default: agent-only with encryption, else first-line)",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (server, runs, approvals, inspect, fork, store, production, deploys, web):
+    for module in (server, runs, approvals, inspect, fork, replay, store, production, deploys, web):
         module.register(sub)
     return parser
 

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import hashlib
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal, cast
@@ -49,6 +49,7 @@ from durable_agents.activities.contracts import (
     PendingApproval,
     edited_arguments_problem,
 )
+from durable_agents.checkpoint.dataset import Recordings, Redact, StoreRecordings, export_sessions
 from durable_agents.checkpoint.events import Event
 from durable_agents.checkpoint.fork import Patch
 from durable_agents.checkpoint.format import (
@@ -58,9 +59,11 @@ from durable_agents.checkpoint.format import (
     ModelSettings,
     UsageLimits,
 )
+from durable_agents.checkpoint.replay_report import ReplayReport, Scorer
 from durable_agents.checkpoint.stores import open_store
 from durable_agents.checkpoint.stores.base import CheckpointStore
 from durable_agents.client.approvals import ASK_RUN_SECONDS, store_approvals, waiting_approvals
+from durable_agents.client.batches import Batch, batch_report, start_batch
 from durable_agents.client.connection import DEFAULT_TASK_QUEUE, connect
 from durable_agents.client.outcomes import as_messages, outcome_error, pending_from_store
 from durable_agents.client.result import RunResult
@@ -664,6 +667,100 @@ class AgentClient:
         if live:  # its approval resumes the session in a new run, on the target build
             await handle.terminate(reason=f"durable-agents migrate: moved to build {target.to_canonical_string()}")
         return moved
+
+    # -- batches: replay and fork many sessions ------------------------------------------
+    async def replay(
+        self,
+        sessions: Sequence[str],
+        *,
+        agent: str,
+        task_queue: str,
+        tag: str | None = None,
+        from_step: int = 0,
+        model: str | None = None,
+        concurrency: int = 8,
+        recordings: Recordings | None = None,
+        scorers: Mapping[str, Scorer] | None = None,
+    ) -> ReplayReport:
+        """Replay recorded ``sessions`` against the changed agent named ``agent``, which replay
+        workers serve on ``task_queue`` (``durable-agents replay-worker``; in this process:
+        ``durable_agents.replay.replay``), and return the regression report.
+
+        Each source is driven again from its first user message (or from step ``from_step``)
+        in a new session ``<source>.replay-<tag>``; its tool calls are answered from the
+        recording, as the workers' replay policy says. ``recordings``: where the sources are
+        (default: this client's store; ``DatasetRecordings(path)`` for a dataset file, which
+        the workers must read too). ``model``: a model override for every run. ``scorers``:
+        ``{name: function(source, replay) -> float}``, report columns. A tag used before goes
+        on with that batch: nothing it finished is replayed again."""
+        batch = await self.start_replay(
+            sessions, agent=agent, task_queue=task_queue, tag=tag, from_step=from_step, model=model,
+            concurrency=concurrency, recordings=recordings,
+        )  # fmt: skip
+        return await self.batch_report(batch, recordings=recordings, scorers=scorers)
+
+    async def start_replay(
+        self,
+        sessions: Sequence[str],
+        *,
+        agent: str,
+        task_queue: str,
+        tag: str | None = None,
+        from_step: int = 0,
+        model: str | None = None,
+        concurrency: int = 8,
+        recordings: Recordings | None = None,
+    ) -> Batch:
+        """``replay()`` without waiting: the started batch (``batch_report`` waits for it)."""
+        upserts, _ = await self._registered_attributes()
+        return await start_batch(
+            self.temporal, self.store, sessions, mode="replay", task_queue=task_queue,
+            recordings=recordings or StoreRecordings(self.store), agent=agent, tag=tag, from_step=from_step,
+            model=model, concurrency=concurrency, search_attributes=upserts,
+        )  # fmt: skip
+
+    async def fork_batch(
+        self,
+        sessions: Sequence[str],
+        *,
+        from_step: int,
+        batch_task_queue: str,
+        patch: Patch | None = None,
+        model: str | None = None,
+        tag: str | None = None,
+        concurrency: int = 8,
+        scorers: Mapping[str, Scorer] | None = None,
+    ) -> ReplayReport:
+        """Fork each session at ``from_step`` with ``patch`` (into ``<source>.fork-<tag>``) and
+        run the fork on this client's task queue (its own agent, live tools, ``model`` as an
+        override), a batch workflow on ``batch_task_queue`` (a batch worker:
+        ``durable_agents.replay.build_batch_worker``); the report compares each fork with its
+        source. Select sessions with ``durable_agents.client.batches.select_sessions``."""
+        patch = patch or Patch()
+        if not patch.is_data:
+            raise ConfigurationError("Patch(messages=<function>) cannot be sent through Temporal: pass a list")
+        upserts, _ = await self._registered_attributes()
+        batch = await start_batch(
+            self.temporal, self.store, sessions, mode="fork", task_queue=batch_task_queue,
+            recordings=StoreRecordings(self.store), tag=tag, from_step=from_step,
+            patch=patch.model_dump(mode="json", exclude_unset=True), model=model, concurrency=concurrency,
+            run_task_queue=self.task_queue, search_attributes=upserts,
+        )  # fmt: skip
+        return await self.batch_report(batch, scorers=scorers)
+
+    async def batch_report(
+        self, batch: Batch, *, recordings: Recordings | None = None, scorers: Mapping[str, Scorer] | None = None
+    ) -> ReplayReport:
+        """Wait for ``batch`` and compare each source with its new session."""
+        outcomes = await batch.outcomes()
+        sources = recordings or StoreRecordings(self.store)
+        timed = isinstance(sources, StoreRecordings) and sources.store is self.store
+        return await asyncio.to_thread(batch_report, self.store, batch, outcomes, sources, scorers, timed_sources=timed)
+
+    def export(self, sessions: Sequence[str], path: str, *, redact: Redact | None = None) -> int:
+        """Write ``sessions`` (their newest checkpoints, through ``redact``) to a dataset file,
+        one JSON line each: a fixture of real runs to replay without this store."""
+        return export_sessions(self.store, sessions, path, redact=redact)
 
     # -- streams ------------------------------------------------------------------------
     async def stream(

@@ -1,0 +1,193 @@
+"""Replay recorded runs against a changed agent (issue 32): 20 sessions recorded with the
+scripted model and tools that count their side effects, then replayed against the same
+agent (every trajectory identical, no side effect), a changed instruction and a removed
+tool (the report names the sessions and the step each diverged at), from a dataset file
+with the store gone (the same report), and a batch of forks."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from durable_agents.checkpoint import SqliteStore
+from durable_agents.checkpoint.dataset import DatasetRecordings, read_dataset
+from durable_agents.checkpoint.errors import CheckpointNotFoundError, ConfigurationError
+from durable_agents.checkpoint.fork import Patch
+from durable_agents.client.client import AgentClient
+from durable_agents.replay import ReplayPolicy, fork_batch, replay
+from tests.replay_agents import EFFECTS_ENV, effects, support, support_no_refund, support_strict
+
+SESSIONS = 20
+LATE = [i for i in range(SESSIONS) if i % 3 == 0]  # lookup says late: the recorded run refunded
+
+
+@pytest.fixture
+def effects_log(tmp_path, monkeypatch):
+    path = tmp_path / "effects.jsonl"
+    monkeypatch.setenv(EFFECTS_ENV, str(path))
+    return str(path)
+
+
+@pytest.fixture
+async def recorded(run_worker, effects_log):
+    """20 recorded sessions of `support` (rec-0 … rec-19), then the worker is gone."""
+    async with run_worker([support]) as client:
+        await asyncio.gather(
+            *(client.send("support", f"Where is order {i}?", session_id=f"rec-{i}") for i in range(SESSIONS))
+        )
+    names = [f"rec-{i}" for i in range(SESSIONS)]
+    tools = [e for e in effects(effects_log) if e["kind"] == "tool"]
+    assert len([e for e in tools if e["tool"] == "refund"]) == len(LATE)
+    return names
+
+
+def tool_runs(path: str) -> list[dict]:
+    return [e for e in effects(path) if e["kind"] == "tool"]
+
+
+async def test_replay_against_the_same_agent_is_identical_and_runs_no_tool(
+    env, store, task_queue, recorded, effects_log
+):
+    before = len(tool_runs(effects_log))
+    client = AgentClient(env.client, store, task_queue)
+    report = await replay(client, recorded, against=support, tag="same", concurrency=6)
+    assert (report.total, report.identical, report.same_tools, report.failed) == (SESSIONS, SESSIONS, SESSIONS, 0)
+    assert report.over(0) is None
+    assert len(tool_runs(effects_log)) == before  # every call answered from the recording
+    for name in recorded:
+        source, again = store.load(name), store.load(f"{name}.replay-same")
+        assert again is not None and again.agent == "support"
+        assert [m.content for m in again.messages if m.role != "system"] == [
+            m.content for m in source.messages if m.role != "system"
+        ]
+    assert report.tokens_before == report.tokens_after
+
+
+async def test_a_changed_instruction_is_reported_where_each_session_diverged(
+    env, store, task_queue, recorded, effects_log
+):
+    before = len(tool_runs(effects_log))
+    client = AgentClient(env.client, store, task_queue)
+    report = await replay(client, recorded, against=support_strict, tag="strict")
+    changed = {s.source_session_id: s for s in report.sessions if s.changed}
+    assert set(changed) == {f"rec-{i}" for i in LATE}
+    assert {s.diverged_at for s in changed.values()} == {2}  # the turn that refunded
+    assert all(s.answer_changed and s.drift.step_count and s.drift.step_count.b == 2 for s in changed.values())
+    assert report.sessions[0].changed  # worst first
+    assert report.identical == SESSIONS - len(LATE)
+    assert report.over(len(LATE)) is None and report.over(len(LATE) - 1) is not None
+    assert report.over("40%") is None and report.over("30%") is not None
+    assert len(tool_runs(effects_log)) == before
+    junit = ET.fromstring(report.junit_xml())
+    failed = [c.get("name") for c in junit.iter("testcase") if c.find("failure") is not None]
+    assert sorted(failed) == sorted(changed)
+
+
+async def test_a_removed_tool_diverges_and_never_runs_the_side_effect(env, store, task_queue, recorded, effects_log):
+    before = len(tool_runs(effects_log))
+    client = AgentClient(env.client, store, task_queue)
+    report = await replay(
+        client, recorded, against=support_no_refund, tag="norefund", policy=ReplayPolicy(unrecorded="live")
+    )
+    changed = {s.source_session_id: s for s in report.sessions if s.changed}
+    assert set(changed) == {f"rec-{i}" for i in LATE}
+    assert {s.diverged_at for s in changed.values()} == {2}
+    assert all(s.same_tools for s in changed.values())  # it asked for the same tools; one is gone
+    assert all("refund failed" in (s.answer_after or "") for s in changed.values())
+    assert len(tool_runs(effects_log)) == before
+
+
+async def test_unrecorded_calls_follow_the_policy(env, store, task_queue, recorded, effects_log):
+    """`position` matching against changed arguments: nothing matches, so the call gets an
+    error result (default), runs live only when safe_to_retry or named, or gets a stub."""
+
+    def other_order(call, recorded_calls, earlier):  # a user policy: never matches
+        return None
+
+    client = AgentClient(env.client, store, task_queue)
+    before = len(tool_runs(effects_log))
+    errors = await replay(client, ["rec-3"], against=support, tag="err", policy=ReplayPolicy(match=other_order))
+    assert errors.sessions[0].changed and errors.sessions[0].diverged_at == 1
+    assert len(tool_runs(effects_log)) == before
+    live = await replay(
+        client, ["rec-3"], against=support, tag="live", policy=ReplayPolicy(match=other_order, unrecorded="live")
+    )
+    # lookup is safe_to_retry: it ran; refund is not and was not named: it did not
+    ran = [e["tool"] for e in tool_runs(effects_log)[before:]]
+    assert ran == ["lookup"] and live.sessions[0].diverged_at == 2
+    named = await replay(
+        client, ["rec-3"], against=support, tag="named",
+        policy=ReplayPolicy(match=other_order, unrecorded="live", live_tools=["refund"]),
+    )  # fmt: skip
+    assert [e["tool"] for e in tool_runs(effects_log)[before:]] == ["lookup", "lookup", "refund"]
+    assert named.sessions[0].status == "identical"
+
+    def stub(call, ctx):
+        return {"order": call.arguments["order"], "status": "shipped"} if call.name == "lookup" else {}
+
+    stubbed = await replay(
+        client, ["rec-3"], against=support, tag="stub", policy=ReplayPolicy(match=other_order, unrecorded=stub)
+    )
+    assert stubbed.sessions[0].answer_after == "Order 3 is shipped."
+    assert [e["tool"] for e in tool_runs(effects_log)[before:]] == ["lookup", "lookup", "refund"]
+
+
+async def test_export_delete_the_store_and_replay_from_the_file(env, tmp_path, store, task_queue, recorded):
+    client = AgentClient(env.client, store, task_queue)
+    from_store = await replay(client, recorded, against=support_strict, tag="fromstore")
+    dataset = tmp_path / "runs.jsonl"
+
+    def redact(checkpoint):  # e.g. mask the customer's words; the replay sends what is kept
+        return checkpoint
+
+    assert client.export(recorded, str(dataset), redact=redact) == SESSIONS
+    store.close()
+    (tmp_path / "store.db").unlink()
+    fresh = SqliteStore(tmp_path / "other.db")
+    try:
+        other = AgentClient(env.client, fresh, task_queue)
+        recordings = DatasetRecordings(dataset)
+        from_file = await replay(other, None, against=support_strict, recordings=recordings, tag="fromfile")
+    finally:
+        fresh.close()
+
+    def rows(report):
+        return sorted(
+            (s.source_session_id, s.status, s.diverged_at, s.steps_before, s.steps_after, s.answer_after)
+            for s in report.sessions
+        )
+
+    assert rows(from_file) == rows(from_store)
+    assert (from_file.identical, from_file.diverged) == (from_store.identical, from_store.diverged)
+
+
+def test_a_malformed_dataset_line_is_refused_naming_it(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"sessionId": "a", "messages": []}\n{"sessionId": \n')
+    with pytest.raises(ConfigurationError, match="line 2: malformed JSON"):
+        read_dataset(path)
+    path.write_text('{"messages": []}\n')
+    with pytest.raises(ConfigurationError, match="line 1: not a checkpoint"):
+        read_dataset(path)
+
+
+async def test_an_unknown_session_is_refused_before_anything_starts(env, store, task_queue, recorded):
+    client = AgentClient(env.client, store, task_queue)
+    with pytest.raises(CheckpointNotFoundError, match="nope"):
+        await replay(client, [recorded[0], "nope"], against=support, tag="unknown")
+    assert store.load_header(f"{recorded[0]}.replay-unknown") is None
+
+
+async def test_a_fork_batch_with_a_patch_reports_each_fork_against_its_source(run_worker, recorded, store):
+    async with run_worker([support]) as client:
+        report = await fork_batch(
+            client, recorded[:4], from_step=2, patch=Patch(append_input="And order 7?"), tag="more"
+        )
+    assert report.total == 4 and report.identical == 0
+    assert all(s.diverged_at == 3 for s in report.sessions if s.source_session_id != "rec-0")
+    fork = store.load("rec-1.fork-more")
+    assert fork is not None and fork.messages[-1].content == "Order 7 is shipped."
+    assert json.loads(report.model_dump_json())["total"] == 4
