@@ -13,13 +13,15 @@ import json
 import os
 import tempfile
 from collections.abc import Callable, Iterable
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
 from pydantic import ValidationError
 
 from durable_agents.checkpoint.errors import CheckpointNotFoundError, ConfigurationError
-from durable_agents.checkpoint.format import Checkpoint
+from durable_agents.checkpoint.format import Checkpoint, CheckpointStatus
+from durable_agents.checkpoint.replay import REPLAY_MARK
 
 Redact = Callable[[Checkpoint], Checkpoint]
 """What is done to each checkpoint before it is written (drop secrets, mask personal data)."""
@@ -94,6 +96,28 @@ def read_dataset(path: str | Path) -> list[Checkpoint]:
     return found
 
 
+def select_sessions(
+    store: Any,
+    *,
+    agent: str | None = None,
+    status: CheckpointStatus | str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+) -> list[str]:
+    """Top-level sessions of ``agent`` with ``status``, last saved between ``since`` and
+    ``until``, oldest first; sub-agent sessions and replays (``…replay-<tag>``) are left out."""
+    wanted = CheckpointStatus(status) if status is not None else None
+    found = []
+    for s in store.list_sessions(status=wanted, agent=agent):
+        if "/" in s.session_id or REPLAY_MARK in s.session_id:  # a sub-agent's session, a replay
+            continue
+        saved = s.updated_at
+        if saved is not None and ((since and saved < since) or (until and saved > until)):
+            continue
+        found.append((saved.timestamp() if saved else 0.0, s.session_id))
+    return [sid for _, sid in sorted(found)]
+
+
 class Recordings(Protocol):
     """Where a replay reads its sources."""
 
@@ -152,5 +176,6 @@ __all__ = [
     "export_sessions",
     "read_dataset",
     "require",
+    "select_sessions",
     "write_dataset",
 ]

@@ -26,12 +26,14 @@ from durable_agents.cli._common import (
     detach_on_interrupt,
     no_worker_line,
     parse_json,
+    positive_int,
     step_number,
     store_of,
     ui_link,
     unknown_session,
 )
 from durable_agents.cli._render import plural
+from durable_agents.cli.replay import add_report_flags, add_selection, chosen_sessions, scorers_of, write_report
 from durable_agents.cli.runs import print_outcome, wait_for
 from durable_agents.client.result import RunResult
 
@@ -59,7 +61,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Patches apply in this order: --messages-file, --business-state, --tool-result, "
         "--append-input. The fork runs as a Temporal workflow on a worker holding the store.",
     )
-    fork.add_argument("session")
+    fork.add_argument("session", nargs="*", help="the session to fork (with --batch: sessions, or a selection)")
     fork.add_argument(
         "--from-step",
         type=step_number,
@@ -96,8 +98,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     fork.add_argument("--new-session-id", metavar="ID", help="the fork's id (default: SESSION.fork-<n>)")
     fork.add_argument("--resume", action="store_true", help="run the fork at once and wait for its outcome")
-    fork.add_argument("--json", action="store_true", help="print the fork (and its outcome) as JSON")
+    fork.add_argument("--json", action="store_true", help="print the fork (and its outcome) as JSON "
+                      "(with --batch: the report)")  # fmt: skip
     add_wait_flags(fork)
+    batch = fork.add_argument_group(
+        "batches", "--batch forks every session named or selected, runs each fork on the workers of --task-queue "
+        "(a batch workflow in this process follows them) and prints a report of each fork against its source"
+    )  # fmt: skip
+    batch.add_argument("--batch", action="store_true", help="fork many sessions (named, or selected below)")
+    add_selection(batch)
+    batch.add_argument("--model", metavar="PROVIDER:MODEL", help="a model override for the forks' runs")
+    batch.add_argument("--tag", metavar="TAG", help="names the batch and its forks (SESSION.fork-TAG)")
+    batch.add_argument("--concurrency", type=positive_int, default=8, metavar="N", help="forks at once (8)")
+    add_report_flags(batch, json_flag=False)
     fork.set_defaults(func=cmd_fork)
 
 
@@ -175,6 +188,12 @@ async def cmd_fork(args: argparse.Namespace) -> int:
     from durable_agents.cli._progress import NoWorkerWarning
 
     patch = build_patch(args)  # argument errors first, before any connection
+    if args.batch:
+        return await cmd_fork_batch(args, patch)
+    if len(args.session) != 1 or _batch_flags(args):
+        raise UsageError("fork takes one SESSION; to fork many (or --agent/--status/--since/--until, --model, "
+                         "--tag, --max-changed), add --batch")  # fmt: skip
+    args.session = args.session[0]
     _check_source_and_target(args)
     client = await client_of(args)
     prefix = command_prefix(args)
@@ -217,3 +236,37 @@ async def cmd_fork(args: argparse.Namespace) -> int:
     start = header.run_start_index if header is not None and header.run_start_index is not None else 0
     await print_outcome(args, result, start=start, started=started)
     return 0
+
+
+# -- fork --batch ---------------------------------------------------------------------------------
+def _batch_flags(args: argparse.Namespace) -> bool:
+    chosen = ("select_agent", "status", "since", "until", "model", "tag", "max_changed", "junit", "limit")
+    return any(getattr(args, k) is not None for k in chosen) or bool(args.score)
+
+
+async def cmd_fork_batch(args: argparse.Namespace, patch: Patch) -> int:
+    from durable_agents.checkpoint.dataset import StoreRecordings
+    from durable_agents.checkpoint.replay import check_tag, new_tag
+    from durable_agents.checkpoint.replay_report import parse_threshold
+    from durable_agents.replay import fork_batch
+
+    if args.resume or args.new_session_id or args.entry is not None:
+        raise UsageError(
+            "--batch forks into SESSION.fork-TAG and runs each fork: drop --resume, --new-session-id, --entry"
+        )
+    threshold = parse_threshold(args.max_changed) if args.max_changed is not None else None
+    args.json = "-" if args.json else None  # the report's JSON on stdout
+    tag = check_tag(args.tag) if args.tag else new_tag()
+    scorers = scorers_of(args)
+    args.sessions = list(args.session)
+    sessions = chosen_sessions(args, StoreRecordings(store_of(args)))
+    if not sessions:
+        raise UsageError("the selection names no session")
+    client = await client_of(args)
+    if args.json != "-":
+        print(f"forking {plural(len(sessions), 'session')} at step {args.from_step} (tag {tag})", file=sys.stderr)
+    report = await fork_batch(
+        client, sessions, from_step=args.from_step, patch=patch, model=args.model, tag=tag,
+        concurrency=args.concurrency, scorers=scorers,
+    )  # fmt: skip
+    return write_report(args, report, threshold)

@@ -18,12 +18,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from durable_agents.checkpoint.dataset import DatasetRecordings, Recordings, StoreRecordings
+from durable_agents.checkpoint.dataset import DatasetRecordings, Recordings, StoreRecordings, select_sessions
 from durable_agents.checkpoint.format import CheckpointStatus
 from durable_agents.checkpoint.replay import check_tag, new_tag
 from durable_agents.checkpoint.replay_report import ReplayReport, Scorer, parse_threshold
 from durable_agents.cli._common import UsageError, client_of, command_prefix, positive_int, store_of
-from durable_agents.client.batches import select_sessions
 
 REGRESSION_EXIT = 1
 """The exit code when the report passes ``--max-changed`` (a failed CI job)."""
@@ -80,7 +79,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 # -- shared flags -----------------------------------------------------------------------------
-def add_selection(parser: argparse.ArgumentParser) -> None:
+def add_selection(parser: Any) -> None:
     parser.add_argument("--agent", dest="select_agent", metavar="NAME", help="select the sessions of this agent")
     parser.add_argument(
         "--status", choices=[s.value for s in CheckpointStatus], help="select sessions with this status"
@@ -109,7 +108,7 @@ def add_policy_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_report_flags(parser: argparse.ArgumentParser) -> None:
+def add_report_flags(parser: Any, *, json_flag: bool = True) -> None:
     parser.add_argument(
         "--score",
         action="append",
@@ -122,7 +121,8 @@ def add_report_flags(parser: argparse.ArgumentParser) -> None:
         metavar="N|P%",
         help="exit 1 when more sessions changed (diverged or failed) than this: a count or a share",
     )
-    parser.add_argument("--json", metavar="FILE", help="write the report as JSON (- for stdout, then no table)")
+    if json_flag:
+        parser.add_argument("--json", metavar="FILE", help="write the report as JSON (- for stdout, then no table)")
     parser.add_argument("--junit", type=Path, metavar="FILE", help="write the report as JUnit XML")
     parser.add_argument("--limit", type=positive_int, metavar="N", help="rows in the table (default: all)")
 

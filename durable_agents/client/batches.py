@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
@@ -18,7 +17,6 @@ from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 
 from durable_agents.checkpoint.dataset import Recordings, require
 from durable_agents.checkpoint.errors import CheckpointNotFoundError, ConfigurationError
-from durable_agents.checkpoint.format import CheckpointStatus
 from durable_agents.checkpoint.replay import REPLAY_MARK, check_tag, new_tag
 from durable_agents.checkpoint.replay_report import ReplayPair, ReplayReport, Scorer, build_report
 from durable_agents.checkpoint.stores.base import CheckpointStore
@@ -70,28 +68,6 @@ def target_id(mode: BatchMode, source: str, tag: str) -> str:
 
 def batch_workflow_id(tag: str, part: int) -> str:
     return f"replay-batch-{tag}" if part == 0 else f"replay-batch-{tag}-{part}"
-
-
-def select_sessions(
-    store: CheckpointStore,
-    *,
-    agent: str | None = None,
-    status: CheckpointStatus | str | None = None,
-    since: datetime | None = None,
-    until: datetime | None = None,
-) -> list[str]:
-    """Top-level sessions of ``agent`` with ``status``, last saved between ``since`` and
-    ``until``, oldest first; replays and forks of a batch are left out."""
-    wanted = CheckpointStatus(status) if status is not None else None
-    found = []
-    for s in store.list_sessions(status=wanted, agent=agent):
-        if "/" in s.session_id or REPLAY_MARK in s.session_id:  # a sub-agent's session, a replay
-            continue
-        saved = s.updated_at
-        if saved is not None and ((since and saved < since) or (until and saved > until)):
-            continue
-        found.append((saved.timestamp() if saved else 0.0, s.session_id))
-    return [sid for _, sid in sorted(found)]
 
 
 async def start_batch(
@@ -207,4 +183,4 @@ def batch_report(
     return build_report(batch.tag, pairs, scorers)
 
 
-__all__ = ["FORK_MARK", "Batch", "batch_report", "batch_workflow_id", "select_sessions", "start_batch", "target_id"]
+__all__ = ["FORK_MARK", "Batch", "batch_report", "batch_workflow_id", "start_batch", "target_id"]
