@@ -40,6 +40,9 @@ MAX_BATCH_SESSIONS = 2000
 """Sessions one batch workflow takes (its history stays far below Temporal's limits);
 ``AgentClient.replay`` splits bigger batches into several."""
 ERROR_CHARS = 500
+STORE_STEP_TIMEOUT = timedelta(seconds=10)
+"""A plan or an input is a few store reads and writes: a worker killed inside one is
+noticed (and the step retried elsewhere) after this."""
 
 SessionStatus = Literal["replayed", "failed", "awaiting-approval"]
 
@@ -151,7 +154,7 @@ class ReplayBatchWorkflow:
                     from_step=inp.from_step,
                     patch=inp.patch,
                 ),
-                start_to_close_timeout=timedelta(seconds=60),
+                start_to_close_timeout=STORE_STEP_TIMEOUT,
                 retry_policy=_STORE_RETRY,
                 summary=f"plan {inp.mode} of {item.source_session_id}",
             )
@@ -178,7 +181,7 @@ class ReplayBatchWorkflow:
                     run=run,
                     token=f"{inp.tag}-{run}",
                 ),
-                start_to_close_timeout=timedelta(seconds=60),
+                start_to_close_timeout=STORE_STEP_TIMEOUT,
                 retry_policy=_STORE_RETRY,
                 summary=f"input {run + 1} of {item.target_session_id}",
             )
