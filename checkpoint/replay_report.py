@@ -105,8 +105,8 @@ class ReplayReport(FormatModel):
             return None
         return f"{self.changed} of {self.total} replayed sessions changed (allowed: {limit.text})"
 
-    def table(self, limit: int | None = None) -> str:
-        return format_report(self, limit)
+    def table(self, limit: int | None = None, *, changed_only: bool = False) -> str:
+        return format_report(self, limit, changed_only=changed_only)
 
     def junit_xml(self) -> str:
         return junit_xml(self)
@@ -263,12 +263,14 @@ def drift_summary(s: SessionReplay) -> str:
     return "; ".join(parts) or ("text differs" if s.changed else "")
 
 
-def format_report(report: ReplayReport, limit: int | None = None) -> str:
-    """A table of the sessions (worst first, ``limit`` of them) and the batch's totals."""
+def format_report(report: ReplayReport, limit: int | None = None, *, changed_only: bool = False) -> str:
+    """A table of the sessions (worst first, ``limit`` of them; the changed ones only with
+    ``changed_only``) and the batch's totals."""
     names = list(report.score_means)
     head = ["session", "status", "diverged", "steps", "tokens", *names, "drift"]
     rows = []
-    for s in report.sessions[:limit] if limit else report.sessions:
+    listed = [s for s in report.sessions if s.changed] if changed_only else report.sessions
+    for s in listed[:limit] if limit else listed:
         rows.append(
             [
                 s.source_session_id,
@@ -282,9 +284,8 @@ def format_report(report: ReplayReport, limit: int | None = None) -> str:
         )
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head) - 1)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1] for r in [head, *rows]]
-    shown = len(rows)
-    if shown < report.total:
-        lines.append(f"… {report.total - shown} more (see the JSON report)")
+    if len(rows) < len(listed):
+        lines.append(f"… {len(listed) - len(rows)} more (see the JSON report)")
     lines += [
         "",
         f"{report.total} sessions: {report.identical} identical, {report.same_tools} with the same tools, "

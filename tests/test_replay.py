@@ -191,3 +191,18 @@ async def test_a_fork_batch_with_a_patch_reports_each_fork_against_its_source(ru
     fork = store.load("rec-1.fork-more")
     assert fork is not None and fork.messages[-1].content == "Order 7 is shipped."
     assert json.loads(report.model_dump_json())["total"] == 4
+
+
+async def test_assert_replay_passes_on_the_same_agent_and_fails_naming_the_changed_sessions(
+    env, tmp_path, store, task_queue, recorded
+):
+    from durable_agents.testing import assert_replay
+
+    dataset = tmp_path / "fixture.jsonl"
+    AgentClient(env.client, store, task_queue).export(recorded[:6], str(dataset))
+    report = await assert_replay(env.client, dataset, against=support)
+    assert report.identical == 6
+    with pytest.raises(AssertionError, match=r"2 of 6 replayed sessions changed") as failed:
+        await assert_replay(env.client, dataset, against=support_strict)
+    assert "rec-0" in str(failed.value) and "rec-3" in str(failed.value) and "rec-1 " not in str(failed.value)
+    await assert_replay(env.client, dataset, against=support_strict, max_changed="34%")

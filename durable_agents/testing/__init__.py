@@ -12,6 +12,9 @@ Use it for your own agents and tools:
 3. :func:`check_guarantees` checks the final transcript against the logs;
    :func:`infer_window` says where a kill landed, from the store state.
 
+:func:`assert_replay` replays a dataset of recorded runs (``durable-agents export``)
+against your changed agent and fails with the regression report past a threshold.
+
 :class:`FailingStore` wraps any store so some writes raise (the n-th write, or
 every write for a while), for "the store was unavailable" tests.
 
@@ -28,6 +31,7 @@ every write for a while), for "the store was unavailable" tests.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from durable_agents.activities.transcript import pending_tool_calls
 from durable_agents.checkpoint.errors import StoreUnavailableError  # what FailingStore raises
@@ -53,6 +57,9 @@ from durable_agents.testing._core import (
 from durable_agents.testing._stores import CrashingSqliteStore, FailingStore
 from durable_agents.testing._worker import WorkerProcess
 
+if TYPE_CHECKING:
+    from durable_agents.testing._replay import assert_replay
+
 __all__ = [
     "KILLS",
     "LOG_DIR_ENV",
@@ -67,6 +74,7 @@ __all__ = [
     "RecordingProvider",
     "StoreUnavailableError",
     "WorkerProcess",
+    "assert_replay",
     "check_guarantees",
     "configure",
     "configured",
@@ -116,3 +124,12 @@ def infer_window(
     if messages and messages[-1].role == Role.TOOL:
         return CrashWindow.AFTER_LAST_RESULT.value
     return CrashWindow.AFTER_INPUT_STORED.value
+
+
+def __getattr__(name: str) -> Any:
+    # loaded on first use: a crash-test worker process need not import the client and the replay worker
+    if name != "assert_replay":
+        raise AttributeError(f"module 'durable_agents.testing' has no attribute {name!r}")
+    from durable_agents.testing._replay import assert_replay
+
+    return assert_replay
