@@ -145,7 +145,7 @@ class ReplayBatchWorkflow:
             source_session_id=item.source_session_id, target_session_id=item.target_session_id, status="replayed"
         )
         try:
-            plan = await workflow.execute_activity_method(
+            plan = await workflow.execute_local_activity_method(
                 ReplayActivities.plan_session_replay,
                 PlanReplayInput(
                     mode=inp.mode,
@@ -172,7 +172,7 @@ class ReplayBatchWorkflow:
     async def _run(self, inp: ReplayBatchInput, item: BatchItem, plan: PlanReplayOutput, run: int) -> RunSummary:
         token = None
         if inp.mode == "replay":
-            token = await workflow.execute_activity_method(
+            token = await workflow.execute_local_activity_method(
                 ReplayActivities.keep_replay_input,
                 KeepInputInput(
                     source_session_id=item.source_session_id,
