@@ -29,7 +29,7 @@ from durable_agents.checkpoint.format import Message, Role
 from durable_agents.checkpoint.stores import SqliteStore
 from durable_agents.client.client import AgentClient
 from durable_agents.client.connection import data_converter
-from durable_agents.devserver import find_temporal_binary
+from durable_agents.devserver import dynamic_config_args, find_temporal_binary
 from durable_agents.providers.scripted import ScriptedToolCall, ScriptedTurn, register_script
 from durable_agents.replay import replay
 from durable_agents.worker import build_worker
@@ -68,7 +68,9 @@ async def main() -> None:
         activities="local" if args.local else "regular",
     )  # fmt: skip
     async with await WorkflowEnvironment.start_local(
-        dev_server_existing_path=str(find_temporal_binary()), data_converter=data_converter()
+        dev_server_existing_path=str(find_temporal_binary()),
+        data_converter=data_converter(),
+        dev_server_extra_args=dynamic_config_args(),  # as `durable-agents dev` runs it
     ) as env:
         with tempfile.TemporaryDirectory() as folder:
             store = SqliteStore(Path(folder) / "store.db")

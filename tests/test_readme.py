@@ -67,6 +67,7 @@ TOUR = [
         "how-to/streaming.md",
         "how-to/temporal-app.md",
         "how-to/testing.md",
+        "how-to/replay.md",
     )
 ]
 """The pages whose blocks make the tour's one project, in order (the site's order)."""
@@ -346,6 +347,7 @@ def check_tour(trace: dict, stdout: str, requests: list[dict], store_path: Path)
     # the plain-temporalio worker
     assert (trace["plain"]["session_id"], trace["plain"]["finish_reason"]) == ("chat-43", "stop")
     check_team(trace, stdout, store_path)
+    check_replay(trace, stdout)
 
     store = SqliteStore(store_path)
     try:
@@ -395,6 +397,14 @@ def test_every_file_block_imports_as_written(tmp_path: Path):
         timeout=120,
     )
     assert ran.returncode == 0, ran.stderr
+
+
+def check_replay(trace: dict, stdout: str) -> None:
+    """Replaying: both offline runs diverged at their answer (step 2), the same tools, scored 0."""
+    report = trace["namespace"]["report"]
+    assert (report["total"], report["diverged"], report["same_tools"]) == (2, 2, 2), report
+    assert [(s["diverged_at"], s["scores"]) for s in report["sessions"]] == [(2, {"same_answer": 0.0})] * 2
+    assert "2 of 2 replayed sessions changed (allowed: 0)" in stdout, stdout
 
 
 STREAMED = "Clear skies in Rome tonight: a table outside, then."
