@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -24,10 +25,12 @@ from durable_agents.activities.events import streams, write_events
 from durable_agents.activities.keys import idempotency_key
 from durable_agents.activities.step_events import tool_finished, tool_started
 from durable_agents.activities.transcript import repair_text, repaired_value
+from durable_agents.agent.agent import Agent
 from durable_agents.agent.hooks import Rewrite, Veto, run_hook
 from durable_agents.agent.tools import Tool, ToolContext, ToolResultError
 from durable_agents.checkpoint.errors import FailureType, PropagatingToolError
 from durable_agents.checkpoint.format import CheckpointHeader, Message, ToolCall
+from durable_agents.checkpoint.stores.base import Admit, ToolCallStart
 from durable_agents.checkpoint.transcript import durability_error, result_content
 from durable_agents.providers.base import INVALID_JSON_KEY
 
@@ -62,6 +65,61 @@ def _error_result(tool: Tool, ctx: ToolContext, error: BaseException) -> tuple[s
     return _dump({"error": repair_text(f"{type(error).__name__}: {error}")}), "error"
 
 
+def _checked_arguments(tool: Tool, call: ToolCall) -> tuple[BaseModel | None, tuple[str, str] | None]:
+    """The call's arguments as its tool's input model, or the result that refuses them."""
+    if INVALID_JSON_KEY in call.arguments:
+        return None, (
+            _dump({"error": f"arguments are not a valid JSON object: {call.arguments[INVALID_JSON_KEY]!r}"}),
+            "validation-error",
+        )
+    try:
+        return tool.input_model.model_validate(call.arguments), None
+    except ValidationError as e:
+        details = json.loads(e.json(include_url=False, include_input=False))
+        return None, (_dump({"error": f"invalid arguments for {call.name}", "details": details}), "validation-error")
+
+
+@dataclass
+class _Checked:
+    """A call whose arguments were checked in :meth:`ToolActivities.begin_tool_call`: its tool and
+    arguments with its start recorded, or the result that refuses it (nothing started)."""
+
+    tool: Tool | None = None
+    args: BaseModel | None = None
+    starts: int | None = None
+    refusal: tuple[str, str] | None = None
+
+
+class _Admission:
+    """Whether a call can be checked and started in the store call that reads it: its tool is
+    one of the agent's own and no ``before_tool`` hook has to see it first (a hook may veto or
+    rewrite it, and runs outside any store call)."""
+
+    def __init__(self, agent: Agent, name: str) -> None:
+        tool = agent.tool_named(name)
+        hooks = agent.hooks
+        self.tool = tool if tool is not None and (hooks is None or hooks.before_tool is None) else None
+        self.found: _Checked | None = None
+
+    @property
+    def admit(self) -> Admit | None:
+        return None if self.tool is None else self._admit
+
+    def _admit(self, call: ToolCall, header: CheckpointHeader) -> bool:
+        assert self.tool is not None
+        args, refusal = _checked_arguments(self.tool, call)
+        self.found = _Checked(tool=self.tool, args=args, refusal=refusal)
+        return refusal is None
+
+    def checked(self, begun: ToolCallStart) -> _Checked | None:
+        """What :meth:`_admit` decided for this call, with its start (None: not decided there)."""
+        if self.found is None or begun.recorded is not None:
+            return None
+        if self.found.refusal is None:
+            self.found.starts = begun.starts
+        return self.found
+
+
 class ToolActivities:
     def __init__(self, deps: ActivityDeps) -> None:
         self.deps = deps
@@ -69,10 +127,12 @@ class ToolActivities:
     @activity.defn(name=EXECUTE_TOOL)
     async def execute_tool(self, inp: ExecuteToolInput) -> ExecuteToolOutput:
         store, position, size = self.deps.store, inp.position, len(inp.batch)
-        recorded, header, call = await self.deps.in_store(self._call_state, inp)
+        admitted = _Admission(self.deps.agent(inp.agent), inp.call.name)
+        begun = await self.deps.in_store(self.begin_tool_call, inp, admitted)
+        recorded, header = begun.recorded, begun.header
         if recorded is None:
             try:
-                content, kind = await self._run(inp, header, call)
+                content, kind = await self._run(inp, header, begun.call, admitted.checked(begun))
             except PropagatingToolError as e:
                 raise await self._propagate(inp, e) from None
             except asyncio.CancelledError:
@@ -109,19 +169,29 @@ class ToolActivities:
             non_retryable=True,
         )
 
-    def _call_state(self, inp: ExecuteToolInput) -> tuple[Message | None, CheckpointHeader, ToolCall]:
-        """One store round trip (one snapshot) before a call: its result if one is recorded,
-        the live checkpoint, and the call with its arguments (read from the stored turn when
-        the workflow holds a reference)."""
-        with self.deps.store.reading():
-            recorded = self.deps.store.tool_result(inp.session_id, inp.position)
-            header = self.deps.live_header(inp.session_id)
-            call = inp.call
-            if recorded is None and inp.arguments_in_store and inp.turn_position is not None:
-                call = self.deps.stored_call(inp.session_id, inp.turn_position, inp.position)
-        return recorded, header, call
+    def begin_tool_call(self, inp: ExecuteToolInput, admitted: _Admission) -> ToolCallStart:
+        """One store round trip before a call: its result if one is recorded, the live
+        checkpoint, the call with its arguments (read from the stored turn when the workflow
+        holds a reference) and, when nothing has to run before it (a ``before_tool`` hook, an
+        MCP tool's lookup), the call's start with its arguments checked, in the same write."""
+        ref = inp.arguments_in_store and inp.turn_position is not None
+        begun = self.deps.store.begin_tool_call(
+            inp.session_id, inp.position, inp.call, inp.turn_position if ref else None, admitted.admit
+        )
+        if begun.header is None:
+            self.deps.live_header(inp.session_id)  # raises: the session is gone under a live run
+        return begun
 
-    async def _run(self, inp: ExecuteToolInput, header: CheckpointHeader, call: ToolCall) -> tuple[str, str]:
+    async def _run(
+        self, inp: ExecuteToolInput, header: CheckpointHeader, call: ToolCall, checked: _Checked | None
+    ) -> tuple[str, str]:
+        """The call's result and its kind; ``checked``: its arguments were checked and its
+        start recorded with the read (:meth:`begin_tool_call`), so it goes straight to the tool."""
+        if checked is not None:
+            if checked.refusal is not None:
+                return checked.refusal
+            assert checked.tool is not None and checked.args is not None and checked.starts is not None
+            return await self._start(inp, header, call, checked.tool, checked.args, checked.starts)
         agent = self.deps.agent(inp.agent)
         tool = agent.tool_named(call.name)
         if tool is None and agent.mcp_servers:  # an MCP tool, as the run's config recorded it
@@ -138,20 +208,19 @@ class ToolActivities:
                 return _dump(repaired_value(decided.result)), "vetoed" if decided.is_error else "result"
             if isinstance(decided, Rewrite) and decided.arguments is not None:
                 call = call.model_copy(update={"arguments": decided.arguments})
-        if INVALID_JSON_KEY in call.arguments:
-            return _dump(
-                {"error": f"arguments are not a valid JSON object: {call.arguments[INVALID_JSON_KEY]!r}"}
-            ), "validation-error"
-        try:
-            args = tool.input_model.model_validate(call.arguments)
-        except ValidationError as e:
-            return _dump(
-                {
-                    "error": f"invalid arguments for {call.name}",
-                    "details": json.loads(e.json(include_url=False, include_input=False)),
-                }
-            ), "validation-error"
+        args, refusal = _checked_arguments(tool, call)
+        if refusal is not None:
+            return refusal
+        assert args is not None
         starts = await self.deps.in_store(self.deps.store.tool_started, inp.session_id, inp.position)
+        return await self._start(inp, header, call, tool, args, starts)
+
+    async def _start(
+        self, inp: ExecuteToolInput, header: CheckpointHeader, call: ToolCall, tool: Tool, args: BaseModel, starts: int
+    ) -> tuple[str, str]:
+        """The call's start is recorded (``starts`` before it): run it, unless an earlier start
+        of an at-most-once call may have taken effect."""
+        hooks = self.deps.agent(inp.agent).hooks
         tracing.annotate(**{"tool.attempt": starts + 1})  # the call's span: its invocation count
         if streams(header):
             await write_events(self.deps, inp.session_id, [tool_started(inp, call)])

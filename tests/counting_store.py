@@ -18,9 +18,11 @@ COUNTED = (
     "load_messages",
     "load_transcript_tail",
     "append",
+    "append_new",
     "save",
     "tool_started",
     "tool_result",
+    "begin_tool_call",
     "record_tool_result",
     "run_input",
     "drop_run_input",
@@ -43,6 +45,12 @@ class CountingStore(SqliteStore):
         with self._count_lock:
             self.calls.clear()
             self.parsed = 0
+            self._commits_at_reset = self._commits
+
+    def transactions(self) -> int:
+        """Transactions committed since the last reset (a read's or a write's): each is a round
+        trip to SQLite's locks and, for a write, a commit to its log."""
+        return self._commits - getattr(self, "_commits_at_reset", 0)
 
     def round_trips(self) -> int:
         return sum(self.calls.values())

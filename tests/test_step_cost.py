@@ -109,13 +109,17 @@ async def test_store_work_per_step_does_not_grow_with_the_session(env, tmp_path:
             workers_store.reset()
             result = await client.send("step-cost", f"steps={steps}", session_id=session_id())
             assert result.text == f"done after {steps}" and result.steps == steps + 1
-            counts[steps] = (workers_store.round_trips(), workers_store.parsed)
-    (t10, p10), (t35, p35), (t60, p60) = counts[10], counts[35], counts[60]
+            counts[steps] = (workers_store.round_trips(), workers_store.parsed, workers_store.transactions())
+    (t10, p10, x10), (t35, p35, x35), (t60, p60, x60) = counts[10], counts[35], counts[60]
     # linear in the steps: the 25 steps from 35 to 60 cost what the 25 from 10 to 35 did
     assert t60 - t35 == t35 - t10, counts
     assert p60 - p35 == p35 - p10, counts
-    round_trips, parsed = (t60 - t35) / 25, (p60 - p35) / 25
-    assert round_trips <= 7 and parsed <= 3, (round_trips, parsed)  # before: 8, and the whole transcript
+    assert x60 - x35 == x35 - x10, counts
+    round_trips, parsed, transactions = (t60 - t35) / 25, (p60 - p35) / 25, (x60 - x35) / 25
+    # a step: the transcript's new messages read, the turn stored; the call read with its start
+    # recorded (one write), its result recorded. Before: 7 calls in 5 transactions, and earlier
+    # 8 calls and the whole transcript parsed
+    assert round_trips <= 4 and transactions <= 4 and parsed <= 3, (round_trips, transactions, parsed)
 
 
 @pytest.mark.parametrize("rewrite", ["external-save", "delete-then-fork-into-the-id"])

@@ -51,6 +51,7 @@ from durable_agents.checkpoint.format import (
     Role,
     RunError,
     SessionSummary,
+    ToolCall,
 )
 from durable_agents.checkpoint.stores._common import (
     batch_prefix,
@@ -70,8 +71,11 @@ from durable_agents.checkpoint.stores._common import (
 from durable_agents.checkpoint.stores._subagents import prune_keep, subagent_sessions
 from durable_agents.checkpoint.stores.base import (
     DEFAULT_HISTORY_LIMIT,
+    Admit,
     CheckpointStore,
+    ToolCallStart,
     TranscriptTail,
+    call_in_turn,
     last_turn_messages,
 )
 from durable_agents.checkpoint.waiting import WaitingHeader, WaitingSession
@@ -438,12 +442,32 @@ class SqlStore(CheckpointStore):
 
     def tool_started(self, session_id: str, position: int) -> int:
         with self._open():
-            row = self._run(
-                "INSERT INTO tool_markers VALUES (?, ?, 1, ?, NULL) ON CONFLICT (session_id, position)"
-                " DO UPDATE SET starts = tool_markers.starts + 1 RETURNING starts",
-                (session_id, position, self.dialect.to_db_time(now())),
-            ).fetchone()
+            return self._start(session_id, position)
+
+    def _start(self, session_id: str, position: int) -> int:
+        row = self._run(
+            "INSERT INTO tool_markers VALUES (?, ?, 1, ?, NULL) ON CONFLICT (session_id, position)"
+            " DO UPDATE SET starts = tool_markers.starts + 1 RETURNING starts",
+            (session_id, position, self.dialect.to_db_time(now())),
+        ).fetchone()
         return row[0] - 1
+
+    def begin_tool_call(
+        self, session_id: str, position: int, call: ToolCall, turn_position: int | None, admit: Admit | None
+    ) -> ToolCallStart:
+        # one transaction: a write one only when the start may be recorded in it
+        with self._open(write=admit is not None):
+            recorded = self.tool_result(session_id, position)
+            row = self._run("SELECT header, transcript_id FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
+            header = None if row is None else self._parse_header(row[0], session_id)
+            if recorded is not None or header is None:
+                return ToolCallStart(recorded, header, call, None)
+            if turn_position is not None:
+                [turn] = self._read_messages(session_id, row[1], turn_position, turn_position + 1)
+                call = call_in_turn(turn, turn_position, position)
+            if admit is None or not admit(call, header):
+                return ToolCallStart(None, header, call, None)
+            return ToolCallStart(None, header, call, self._start(session_id, position))
 
     def tool_unstarted(self, session_id: str, position: int) -> None:
         with self._open():

@@ -21,7 +21,7 @@ the event loop, which saves the thread hop.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -36,6 +36,7 @@ from durable_agents.checkpoint.format import (
     Message,
     Role,
     SessionSummary,
+    ToolCall,
 )
 from durable_agents.checkpoint.waiting import WaitingHeader, WaitingSession
 
@@ -95,6 +96,30 @@ class StoreCapabilities:
     events: bool = True
     """Keeps each session's event log (``append_events`` / ``read_events``): what
     ``AgentClient.stream`` and ``watch`` read. Without it, runs cannot stream."""
+
+
+@dataclass(frozen=True)
+class ToolCallStart:
+    """What a tool call's activity knows before the tool runs (:meth:`CheckpointStore.begin_tool_call`)."""
+
+    recorded: Message | None
+    """The call's recorded result: it ran (or was answered) already and is not run again."""
+    header: CheckpointHeader | None
+    """The session's checkpoint (None: the session is not in the store)."""
+    call: ToolCall
+    """The call with its arguments (read from its stored turn when asked)."""
+    starts: int | None
+    """The starts recorded before this one, when this one was recorded; None when no start
+    was recorded (a recorded result, no session, or ``admit`` said no)."""
+
+
+Admit = Callable[[ToolCall, CheckpointHeader], bool]
+"""Whether a call may start (its arguments valid): called once, before its start is recorded."""
+
+
+def call_in_turn(turn: Message, turn_position: int, position: int) -> ToolCall:
+    """The call of the assistant turn at ``turn_position`` whose result goes at ``position``."""
+    return (turn.tool_calls or [])[position - turn_position - 1]
 
 
 class CheckpointStore(ABC):
@@ -250,6 +275,29 @@ class CheckpointStore(ABC):
     @abstractmethod
     def tool_result(self, session_id: str, position: int) -> Message | None:
         """The recorded result for ``position``, if any."""
+
+    def begin_tool_call(
+        self, session_id: str, position: int, call: ToolCall, turn_position: int | None, admit: Admit | None
+    ) -> ToolCallStart:
+        """Everything a call's activity needs before its tool runs, and its start: the result
+        recorded for ``position`` (then nothing else is done), the session's header, the call
+        with its arguments (from the stored turn at ``turn_position`` when given, else
+        ``call`` as is) and, when ``admit`` accepts the call, its start recorded as
+        :meth:`tool_started` does. ``admit`` None: nothing is recorded (the caller records
+        the start later, after work that cannot run inside a store call).
+
+        The start of an at-most-once call must be durable before the tool runs; the reads
+        before it need not be a round trip of their own. This default reads in one snapshot
+        and then writes; the shipped SQL stores do both in one transaction."""
+        with self.reading():
+            recorded = self.tool_result(session_id, position)
+            header = self.load_header(session_id)
+            if recorded is None and header is not None and turn_position is not None:
+                [turn] = self.load_messages(session_id, turn_position, turn_position + 1)
+                call = call_in_turn(turn, turn_position, position)
+        if recorded is not None or header is None or admit is None or not admit(call, header):
+            return ToolCallStart(recorded, header, call, None)
+        return ToolCallStart(None, header, call, self.tool_started(session_id, position))
 
     @abstractmethod
     def record_tool_result(
