@@ -18,7 +18,8 @@ tool result:
 - ``pydantic-ai``: Pydantic AI's ``TemporalDurability`` on the same loop, when
   installed (``pip install -e '.[bench]'``; regular activities only).
 
-Printed: ms per step (one session at a time; median of the rounds), steps/s
+Printed: ms per step (one session at a time; median of the rounds), the process's CPU ms
+per step (same sessions), steps/s
 with ``--sessions`` concurrent sessions (best round), Temporal history bytes
 per step, and each figure's ratio to the raw loop of the same activity mode.
 A step is one model turn; a run is ``--steps`` tool steps and a last turn.
@@ -66,15 +67,19 @@ class System:
     """Run one session (by id) to its end; returns its steps (model turns)."""
     client: Client
     ms_per_step: list[float] = field(default_factory=list)
+    cpu_ms_per_step: list[float] = field(default_factory=list)
+    """This process's CPU time (all its threads: client, workers) per step of one session: what
+    a step costs the host, and steadier than wall time when the machine is shared."""
     steps_per_s: list[float] = field(default_factory=list)
     history_bytes: float = 0.0
     last_id: str = ""
 
     async def once(self) -> None:
         self.last_id = f"{self.name.replace(' ', '-')}-{uuid.uuid4().hex[:8]}"
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         steps = await self.run(self.last_id)
         self.ms_per_step.append((time.perf_counter() - started) * 1000 / steps)
+        self.cpu_ms_per_step.append((time.process_time() - cpu) * 1000 / steps)
 
     async def concurrently(self, sessions: int) -> None:
         started = time.perf_counter()
@@ -132,13 +137,18 @@ def report(systems: list[System], opts: argparse.Namespace) -> None:
         f"\n{opts.steps} tool steps + a last turn per run; ms/step: median of {opts.rounds} rounds; "
         f"steps/s: {opts.sessions} concurrent sessions, best of {opts.concurrent_rounds} rounds\n"
     )
-    print(f"{'system':<24}{'ms/step':>9}{'×raw':>7}{'steps/s':>10}{'×raw':>7}{'history B/step':>16}{'×raw':>7}")
+    print(
+        f"{'system':<24}{'ms/step':>9}{'×raw':>7}{'CPU ms/step':>13}{'×raw':>7}{'steps/s':>10}{'×raw':>7}"
+        f"{'history B/step':>16}{'×raw':>7}"
+    )
     for s in systems:
         base = by_name[s.baseline]
         ms, base_ms = statistics.median(s.ms_per_step), statistics.median(base.ms_per_step)
         sps, base_sps = max(s.steps_per_s), max(base.steps_per_s)
+        cpu, base_cpu = statistics.median(s.cpu_ms_per_step), statistics.median(base.cpu_ms_per_step)
         print(
-            f"{s.name:<24}{ms:>9.1f}{ms / base_ms:>7.2f}{sps:>10.0f}{sps / base_sps:>7.2f}"
+            f"{s.name:<24}{ms:>9.1f}{ms / base_ms:>7.2f}{cpu:>13.1f}{cpu / base_cpu:>7.2f}"
+            f"{sps:>10.0f}{sps / base_sps:>7.2f}"
             f"{s.history_bytes:>16.0f}{s.history_bytes / base.history_bytes:>7.2f}"
         )
     for mode in MODES:
@@ -146,7 +156,11 @@ def report(systems: list[System], opts: argparse.Namespace) -> None:
         if ours and bare:
             ms = statistics.median(ours.ms_per_step) / statistics.median(bare.ms_per_step)
             sps = max(ours.steps_per_s) / max(bare.steps_per_s)
-            print(f"durable-agents {mode} ÷ raw {BASELINE[mode]}, no sandbox: ms/step {ms:.2f}×, steps/s {sps:.2f}×")
+            cpu = statistics.median(ours.cpu_ms_per_step) / statistics.median(bare.cpu_ms_per_step)
+            print(
+                f"durable-agents {mode} ÷ raw {BASELINE[mode]}, no sandbox: ms/step {ms:.2f}×, "
+                f"CPU ms/step {cpu:.2f}×, steps/s {sps:.2f}×"
+            )
     if "pydantic-ai regular" not in by_name:
         print("\npydantic-ai: not installed (pip install -e '.[bench]' adds pydantic-ai-slim[temporal])")
 
