@@ -206,3 +206,17 @@ async def test_assert_replay_passes_on_the_same_agent_and_fails_naming_the_chang
         await assert_replay(env.client, dataset, against=support_strict)
     assert "rec-0" in str(failed.value) and "rec-3" in str(failed.value) and "rec-1 " not in str(failed.value)
     await assert_replay(env.client, dataset, against=support_strict, max_changed="34%")
+
+
+async def test_a_replay_from_a_step_starts_from_the_sources_first_steps(env, store, task_queue, recorded, effects_log):
+    client = AgentClient(env.client, store, task_queue)
+    late = [f"rec-{i}" for i in LATE[:3]]
+    same = await replay(client, late, against=support, from_step=1, tag="step1")
+    assert (same.identical, same.total) == (3, 3)
+    strict = await replay(client, late, against=support_strict, from_step=1, tag="step1strict")
+    assert [(s.status, s.diverged_at) for s in strict.sessions] == [("diverged", 2)] * 3
+    again = store.load(f"{late[0]}.replay-step1strict")
+    assert again.messages[:4] == store.load(late[0]).messages[:4]  # the source's step 1, as recorded
+    assert again.messages[-1].content == "Order 0 is late; I cannot refund it."
+    with pytest.raises(ConfigurationError, match="fewer than 9 steps"):
+        await replay(client, late, against=support, from_step=9, tag="toofar")
