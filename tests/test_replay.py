@@ -220,3 +220,17 @@ async def test_a_replay_from_a_step_starts_from_the_sources_first_steps(env, sto
     assert again.messages[-1].content == "Order 0 is late; I cannot refund it."
     with pytest.raises(ConfigurationError, match="fewer than 9 steps"):
         await replay(client, late, against=support, from_step=9, tag="toofar")
+
+
+async def test_the_batch_workflows_history_replays_deterministically(env, store, task_queue, recorded):
+    from temporalio.worker import Replayer
+
+    from durable_agents.plugin import DurableAgentsPlugin
+    from durable_agents.workflows.replay import ReplayBatchWorkflow
+
+    client = AgentClient(env.client, store, task_queue)
+    await replay(client, recorded[:5], against=support_strict, tag="history", concurrency=2)
+    history = await env.client.get_workflow_handle("replay-batch-history").fetch_history()
+    replayer = Replayer(workflows=[ReplayBatchWorkflow], plugins=[DurableAgentsPlugin()])
+    result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    assert result.replay_failure is None
