@@ -1,18 +1,21 @@
 """Replaying recorded sessions against running them fresh, on the same kind of worker.
 
-    .venv/bin/python bench/replay.py [--sessions 200] [--steps 10] [--concurrency 20] [--local]
+    .venv/bin/python bench/replay.py [--sessions 200] [--steps 10] [--concurrency 20] [--rounds 3] [--local]
 
 Records ``--sessions`` sessions of ``--steps`` steps (each step a scripted model turn
 with one tool call, the last one the answer) on an in-process worker, timing that as
 "fresh"; then replays all of them against the same agent as one batch (``ReplayBatch``
 workflow, a replay worker in this process, tools answered from the recording), timing
-it from the batch's start to its report. Both run ``--concurrency`` sessions at once.
+it from the batch's start to its report. Both run ``--concurrency`` sessions at once, in
+``--rounds`` interleaved rounds (fresh sessions anew each round, the first round's replayed
+under a new tag each round); the medians are printed.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import statistics
 import sys
 import tempfile
 import time
@@ -59,6 +62,7 @@ async def main() -> None:
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--concurrency", type=int, default=20)
     parser.add_argument("--local", action="store_true", help="Agent(activities='local')")
+    parser.add_argument("--rounds", type=int, default=3, help="fresh and replay rounds, interleaved")
     args = parser.parse_args()
     global STEPS
     STEPS = args.steps
@@ -75,31 +79,35 @@ async def main() -> None:
         with tempfile.TemporaryDirectory() as folder:
             store = SqliteStore(Path(folder) / "store.db")
             client = AgentClient(env.client, store, "bench-replay")
-            names = [f"s{i}" for i in range(args.sessions)]
             slots = asyncio.Semaphore(args.concurrency)
 
             async def fresh(name: str) -> None:
                 async with slots:
                     await client.send(agent.name, "Search, please.", session_id=name)
 
+            fresh_s, replay_s, reports = [], [], []
+            recorded = [f"r0-s{i}" for i in range(args.sessions)]
             async with build_worker(env.client, agents=[agent], store=store, task_queue="bench-replay"):
                 await client.send(agent.name, "warm up", session_id="warm")
-                started = time.perf_counter()
-                await asyncio.gather(*(fresh(n) for n in names))
-                fresh_s = time.perf_counter() - started
-            steps = sum(store.load_header(n).step_index for n in names)  # type: ignore[union-attr]
-
-            started = time.perf_counter()
-            report = await replay(client, names, against=agent, concurrency=args.concurrency, tag="bench")
-            replay_s = time.perf_counter() - started
+                for round in range(args.rounds):  # interleaved: the host's load varies
+                    names = [f"r{round}-s{i}" for i in range(args.sessions)]
+                    started = time.perf_counter()
+                    await asyncio.gather(*(fresh(n) for n in names))
+                    fresh_s.append(time.perf_counter() - started)
+                    started = time.perf_counter()
+                    reports.append(
+                        await replay(client, recorded, against=agent, concurrency=args.concurrency, tag=f"b{round}")
+                    )
+                    replay_s.append(time.perf_counter() - started)
+            steps = sum(store.load_header(n).step_index for n in recorded)  # type: ignore[union-attr]
             store.close()
     mode = "local" if args.local else "regular"
-    print(
-        f"{args.sessions} sessions x {args.steps} steps ({steps} steps), {mode} activities, concurrency {args.concurrency}"
-    )
-    print(f"fresh:  {fresh_s:6.1f} s  ({steps / fresh_s:5.0f} steps/s)")
-    print(f"replay: {replay_s:6.1f} s  ({steps / replay_s:5.0f} steps/s), {replay_s / fresh_s:.2f}x fresh; "
-          f"{report.identical}/{report.total} identical")  # fmt: skip
+    f, r = statistics.median(fresh_s), statistics.median(replay_s)
+    print(f"{args.sessions} sessions x {args.steps} steps ({steps} steps), {mode} activities, "
+          f"concurrency {args.concurrency}, {args.rounds} rounds (median; each round)")  # fmt: skip
+    print(f"fresh:  {f:6.1f} s  ({steps / f:5.0f} steps/s)  {' '.join(f'{x:.1f}' for x in fresh_s)}")
+    print(f"replay: {r:6.1f} s  ({steps / r:5.0f} steps/s)  {' '.join(f'{x:.1f}' for x in replay_s)}; "
+          f"{r / f:.2f}x fresh; {min(x.identical for x in reports)}/{args.sessions} identical")  # fmt: skip
 
 
 if __name__ == "__main__":
