@@ -234,3 +234,20 @@ async def test_the_batch_workflows_history_replays_deterministically(env, store,
     replayer = Replayer(workflows=[ReplayBatchWorkflow], plugins=[DurableAgentsPlugin()])
     result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
     assert result.replay_failure is None
+
+
+async def test_the_recorded_model_replays_the_sources_turns(env, store, task_queue, recorded, effects_log):
+    """`recorded:turns` answers with the source's turns: a changed instruction changes nothing,
+    a removed tool changes the result of the call the source made to it."""
+    from durable_agents.replay import RECORDED_MODEL
+
+    client = AgentClient(env.client, store, task_queue)
+    models_before = len([e for e in effects(effects_log) if e["kind"] == "model"])
+    three = [f"rec-{i}" for i in (0, 1, 3)]
+    strict = await replay(client, three, against=support_strict, model=RECORDED_MODEL, tag="recmodel")
+    assert strict.identical == 3 and strict.tokens_after == 0
+    gone = await replay(client, three, against=support_no_refund, model=RECORDED_MODEL, tag="recgone")
+    assert sorted((s.source_session_id, s.diverged_at) for s in gone.sessions if s.changed) == [
+        ("rec-0", 2), ("rec-3", 2)
+    ]  # fmt: skip
+    assert len([e for e in effects(effects_log) if e["kind"] == "model"]) == models_before  # no scripted turn

@@ -16,7 +16,7 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 
 from durable_agents.checkpoint.dataset import Recordings, require
-from durable_agents.checkpoint.errors import CheckpointNotFoundError, ConfigurationError
+from durable_agents.checkpoint.errors import CheckpointNotFoundError, ConfigurationError, DurableAgentsError
 from durable_agents.checkpoint.replay import REPLAY_MARK, check_tag, new_tag
 from durable_agents.checkpoint.replay_report import ReplayPair, ReplayReport, Scorer, build_report
 from durable_agents.checkpoint.stores.base import CheckpointStore
@@ -48,7 +48,7 @@ class Batch:
             try:
                 found += (await handle.result()).outcomes
             except WorkflowFailureError as e:
-                raise ConfigurationError(f"replay batch {handle.id} failed: {e.cause or e}") from e
+                raise DurableAgentsError(f"batch workflow {handle.id} failed: {e.cause or e}") from e
         return found
 
     async def progress(self) -> tuple[int, int]:

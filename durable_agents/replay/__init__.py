@@ -31,6 +31,7 @@ from durable_agents.checkpoint.fork import Patch
 from durable_agents.checkpoint.replay import MatchFn, RecordedCall, ReplayCall, new_tag
 from durable_agents.checkpoint.replay_report import ReplayReport, Scorer, SessionReplay
 from durable_agents.client.client import AgentClient
+from durable_agents.replay.model import RECORDED_MODEL, RecordedModel
 from durable_agents.replay.policy import ReplayPolicy, replay_agent
 from durable_agents.replay.worker import ReplayBatchPlugin, build_batch_worker, build_replay_worker
 
@@ -95,9 +96,11 @@ async def fork_batch(
 
 
 __all__ = [
+    "RECORDED_MODEL",
     "DatasetRecordings",
     "MatchFn",
     "RecordedCall",
+    "RecordedModel",
     "ReplayBatchPlugin",
     "ReplayCall",
     "ReplayPolicy",

@@ -24,6 +24,7 @@ from durable_agents.checkpoint.dataset import Recordings, StoreRecordings
 from durable_agents.checkpoint.stores.base import CheckpointStore
 from durable_agents.plugin import DurableAgentsPlugin
 from durable_agents.providers.base import ModelProvider
+from durable_agents.replay.model import RECORDED_PROVIDER, RecordedModel
 from durable_agents.replay.policy import ReplayPolicy, replay_agent
 from durable_agents.workflows.replay import ReplayBatchWorkflow
 
@@ -54,13 +55,15 @@ def build_replay_worker(
     """A worker for replays of ``against`` (the changed agent or agents) on ``task_queue``:
     each agent wrapped by :func:`replay_agent` under ``policy``, plus the batch workflow.
     ``recordings``: where the sources are (default: ``store``; a
-    ``DatasetRecordings(path)`` replays a dataset file). ``options`` go to temporalio's
+    ``DatasetRecordings(path)`` replays a dataset file). ``providers``: model providers by
+    prefix, besides ``recorded:`` (the source's own turns, ``RECORDED_MODEL``). ``options`` go to temporalio's
     ``Worker`` (e.g. ``max_concurrent_activities``). The client must carry our converter
     (``durable_agents.connect``), as for ``build_worker``."""
     agents = [against] if isinstance(against, Agent) else list(against)
     sources = recordings or StoreRecordings(store)
     wrapped = [replay_agent(a, store=store, recordings=sources, policy=policy) for a in agents]
-    ours = DurableAgentsPlugin(agents=wrapped, store=store, providers=providers, allow_memory_store=allow_memory_store)
+    models = {RECORDED_PROVIDER: RecordedModel(sources), **(providers or {})}
+    ours = DurableAgentsPlugin(agents=wrapped, store=store, providers=models, allow_memory_store=allow_memory_store)
     # build_worker's settings for runs (durable_agents.worker): a dead worker's runs move on in seconds
     options.setdefault("max_heartbeat_throttle_interval", timedelta(seconds=1))
     options.setdefault("sticky_queue_schedule_to_start_timeout", timedelta(seconds=5))
