@@ -9,9 +9,9 @@ seconds to wait); the workflow then waits on a durable timer, holding no slot at
 schedules the turn again (a new activity: its attempts and timeout start afresh). A wait
 holds no workflow task slot in either place.
 
-While it waits (after :data:`NOTICE_AFTER_SECONDS`), the activity signals its run
-(:data:`BUDGET_WAIT_SIGNAL`), which shows what it waits for in its Current Details, and
-signals again when the wait is over. The wait is recorded in the metric
+When it has waited :data:`NOTICE_AFTER_SECONDS`, the activity signals its run once
+(:data:`BUDGET_WAIT_SIGNAL`), which shows what it waits for, and about how long, in its
+Current Details until the run's next step replaces them. The wait is recorded in the metric
 ``durable_agents_budget_wait_seconds`` and the model turn's span
 (``durable_agents.budget.wait_ms``).
 """
@@ -45,7 +45,7 @@ BUDGET_WAIT_SLACK_SECONDS = 30.0
 for its budget inside its activity."""
 HANDOFF_MIN_SECONDS = 5.0
 """The shortest timer a handed-off wait sets (a call waiting its turn behind others knows no time)."""
-NOTICE_AFTER_SECONDS = 1.0
+NOTICE_AFTER_SECONDS = 2.0
 """A wait shorter than this is not shown in the run's Current Details (no signal)."""
 MAX_WORKFLOW_WAITS = 120
 """The most times one model turn waits on the workflow's timer before the run fails (each
@@ -91,10 +91,9 @@ class _ActivityObserver:
             await _tell_run(BudgetWaitNotice(model=self.model, waiting=True, reason=reason, expected_seconds=expected))
 
     async def waited(self, seconds: float) -> None:
+        # no second signal: the run's next step (its tools, its end) says what it does next
         metrics.budget_wait(self.agent, self.model, seconds)
         tracing.budget_waited(seconds)
-        if self.shown:
-            await _tell_run(BudgetWaitNotice(model=self.model, waiting=False, waited_seconds=seconds))
 
     async def refused(self, status: int) -> None:
         metrics.budget_refusal(self.agent, self.model, status)

@@ -13,11 +13,12 @@ A 429 or an overload with ``retry-after`` pauses the budget for everyone (``paus
 that got it is served first when the pause ends (for :data:`PRIORITY_GRACE_SECONDS`, unless
 it comes back sooner). The providers' rate-limit headers calibrate what is left
 (``calibrate``): when a provider says less is left than the ledger thinks (another client
-on the account, an estimate that was low), the difference is booked until the provider's
-reset time; the ledger never believes a provider that says more is left than it has booked.
+on the account, an estimate that was low), the difference is booked for as long as the
+provider takes to win it back (at most until its reset time); the ledger never believes a
+provider that says more is left than it has booked.
 
 Three ledgers: :class:`MemoryLedger` (one process), :class:`SqliteLedger` (every process on
-one host using one SQLite store file) and :class:`PostgresLedger` (every worker using one
+one host using one SQLite store file; the ledger is a file of its own beside it) and :class:`PostgresLedger` (every worker using one
 PostgreSQL store). :func:`ledger_for` picks the one that matches a checkpoint store. This
 module imports neither Temporal nor an LLM SDK; time is always passed in (``now``: seconds
 since the epoch), so the decisions are pure functions of the rows (:func:`decide`).
@@ -48,6 +49,11 @@ __all__ = [
     "ledger_for",
 ]
 
+BUDGETS_SUFFIX = "-budgets"
+"""The SQLite ledger of a store at ``store.db`` is ``store.db-budgets``, beside it."""
+SEND_MARGIN = 0.02
+"""A reservation counts for its window and this share of it more (1.2 s of a minute): the
+provider counts the request when it arrives, a moment after it was booked."""
 PRIORITY_GRACE_SECONDS = 5.0
 """After a pause, the call that got the 429 is served first for this long (if it comes back)."""
 
@@ -99,6 +105,8 @@ class Denial:
     """What it waits for: ``input tokens``, ``requests``, ``a pause after a 429`` …"""
     never: bool = False
     """The call alone is over a limit: it can never fit (the limit or the request is wrong)."""
+    first: str | None = None
+    """The holder that must go first (the call that got the 429), when that is what it waits for."""
 
 
 @dataclass
@@ -123,7 +131,7 @@ def decide(
         if now < pause.until:
             return Denial(pause.until - now, "a pause after a 429 or overload")
         if pause.holder not in (None, holder) and now < pause.until + PRIORITY_GRACE_SECONDS:
-            return Denial(0.25, "the call that got the 429 to go first")
+            return Denial(0.25, "the call that got the 429 to go first", first=pause.holder)
     live = sorted((r for r in rows if r.expires_at > now), key=lambda r: r.expires_at)
     wait, reason = 0.0, ""
     for dimension in DIMENSIONS:
@@ -149,18 +157,22 @@ def decide(
 
 def booked_for_calibration(
     rows: Iterable[Row], limits: Limits, remaining: Mapping[Dimension, int], now: float
-) -> Amounts | None:
-    """What to book so the ledger leaves no more than the provider says is left (None: nothing)."""
+) -> list[Row]:
+    """What to book so the ledger leaves no more than the provider says is left: per dimension
+    the difference, for as long as the provider takes to win it back at its limit's rate
+    (providers refill continuously: a token bucket), so a deficit is never counted twice."""
     live = [r for r in rows if r.expires_at > now]
-    extra: dict[str, int] = {}
+    booked = []
     for dimension, left in remaining.items():
         limit = limits.of(dimension)
-        if limit is None or dimension in ("tokens",):
+        if limit is None:
             continue
         ours = limit - sum(r.amounts.of(dimension) for r in live)
         if left < ours:
-            extra[dimension] = ours - left
-    return Amounts(**extra) if extra else None
+            extra = ours - left  # (input and output together: booked as input)
+            field = "input_tokens" if dimension == "tokens" else dimension
+            booked.append(Row(now + extra * limits.window / limit, Amounts(**{field: extra})))
+    return booked
 
 
 class BudgetLedger(Protocol):
@@ -177,7 +189,10 @@ class BudgetLedger(Protocol):
     def calibrate(
         self, key: str, limits: Limits, remaining: Mapping[Dimension, int], reset_at: float, now: float
     ) -> None: ...
-    def usage(self, key: str, now: float) -> Amounts: ...
+    def usage(self, key: str, now: float) -> Amounts:
+        """What is booked at ``now`` (any time: a look changes nothing)."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -215,7 +230,7 @@ class MemoryLedger:
             if pause is not None and (pause.holder == holder or now >= pause.until + PRIORITY_GRACE_SECONDS):
                 del self._pauses[key]
             rid = uuid.uuid4().hex
-            self._rows[rid] = _Reservation(key, Row(now + limits.window, amounts))
+            self._rows[rid] = _Reservation(key, Row(now + limits.window * (1 + SEND_MARGIN), amounts))
             return Grant(rid)
 
     def settle(self, reservation_id: str, amounts: Amounts) -> None:
@@ -238,13 +253,13 @@ class MemoryLedger:
         self, key: str, limits: Limits, remaining: Mapping[Dimension, int], reset_at: float, now: float
     ) -> None:
         with self._lock:
-            extra = booked_for_calibration(self._of(key, now), limits, remaining, now)
-            if extra is not None and reset_at > now:
-                self._rows[uuid.uuid4().hex] = _Reservation(key, Row(min(reset_at, now + limits.window), extra))
+            if reset_at > now:
+                for row in booked_for_calibration(self._of(key, now), limits, remaining, now):
+                    self._rows[uuid.uuid4().hex] = _Reservation(key, Row(min(reset_at, row.expires_at), row.amounts))
 
     def usage(self, key: str, now: float) -> Amounts:
         with self._lock:
-            return _sum(self._of(key, now), now)
+            return _sum([r.row for r in self._rows.values() if r.key == key], now)
 
     def close(self) -> None:
         pass
@@ -274,8 +289,9 @@ class _SqlLedger:
     def _transaction(self, key: str) -> Any:  # a context manager yielding a cursor-like object
         raise NotImplementedError
 
-    def _rows(self, cur: Any, key: str, now: float) -> list[Row]:
-        cur.execute(self._sql("DELETE FROM da_budget_rows WHERE budget_key = ? AND expires_at <= ?"), (key, now))
+    def _rows(self, cur: Any, key: str, now: float, purge: bool = True) -> list[Row]:
+        if purge:  # (a look at another time than now, as usage() may take, changes nothing)
+            cur.execute(self._sql("DELETE FROM da_budget_rows WHERE budget_key = ? AND expires_at <= ?"), (key, now))
         cur.execute(
             self._sql(
                 "SELECT expires_at, requests, input_tokens, output_tokens FROM da_budget_rows WHERE budget_key = ?"
@@ -302,7 +318,7 @@ class _SqlLedger:
                 return denial
             if pause is not None and (pause.holder == holder or now >= pause.until + PRIORITY_GRACE_SECONDS):
                 cur.execute(self._sql("DELETE FROM da_budget_pauses WHERE budget_key = ?"), (key,))
-            return Grant(self._insert(cur, key, now + limits.window, amounts))
+            return Grant(self._insert(cur, key, now + limits.window * (1 + SEND_MARGIN), amounts))
 
     def settle(self, reservation_id: str, amounts: Amounts) -> None:
         with self._transaction(None) as cur:
@@ -333,13 +349,12 @@ class _SqlLedger:
         if reset_at <= now:
             return
         with self._transaction(key) as cur:
-            extra = booked_for_calibration(self._rows(cur, key, now), limits, remaining, now)
-            if extra is not None:
-                self._insert(cur, key, min(reset_at, now + limits.window), extra)
+            for row in booked_for_calibration(self._rows(cur, key, now), limits, remaining, now):
+                self._insert(cur, key, min(reset_at, row.expires_at), row.amounts)
 
     def usage(self, key: str, now: float) -> Amounts:
         with self._transaction(key) as cur:
-            return _sum(self._rows(cur, key, now), now)
+            return _sum(self._rows(cur, key, now, purge=False), now)
 
 
 class _SqliteCursor:
@@ -479,5 +494,6 @@ def ledger_for(store: object) -> BudgetLedger:
     if isinstance(store, PostgresStore):
         return PostgresLedger(store.url, connect_timeout=store.connect_timeout)
     if isinstance(store, SqliteStore) and store.durable and store.path != ":memory:":
-        return SqliteLedger(store.path)
+        # a file of its own beside the store's: a reservation's write lock never holds up a checkpoint write
+        return SqliteLedger(store.path + BUDGETS_SUFFIX)
     return MemoryLedger()

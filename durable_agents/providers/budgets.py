@@ -224,6 +224,8 @@ class _FairQueue:
         self.now = 0.0
         self.waiting: dict[str, list[tuple[int, _Waiter]]] = {}
         self._order = itertools.count()
+        self.first: str | None = None
+        """The holder served before anyone (the call that got a 429, when it comes back)."""
 
     def join(self, waiter: _Waiter) -> None:
         queue = self.waiting.setdefault(waiter.key, [])
@@ -232,6 +234,11 @@ class _FairQueue:
         heapq.heappush(queue, (next(self._order), waiter))
 
     def head(self) -> _Waiter | None:
+        if self.first is not None:
+            for queue in self.waiting.values():
+                for _, waiter in queue:
+                    if waiter.holder == self.first:
+                        return waiter
         keys = [k for k, q in self.waiting.items() if q]
         if not keys:
             return None
@@ -247,6 +254,8 @@ class _FairQueue:
                 break
         if not queue:
             self.waiting.pop(waiter.key, None)
+        if served and waiter.holder == self.first:
+            self.first = None
         if served:
             cost = max(waiter.amounts.input_tokens + waiter.amounts.output_tokens, 1)
             self.now = self.vtime[waiter.key]
@@ -342,6 +351,7 @@ class RateLimiter:
             except BaseException:
                 refusal = next((h for h in heard if h.status in (429, 529)), None)
                 if refusal is not None:
+                    self._queues[reservation.key].first = reservation.holder  # it goes first when it is back
                     await reservation.refused(refusal.retry_after)
                     if observer is not None:
                         await observer.refused(refusal.status)
@@ -386,6 +396,11 @@ class RateLimiter:
                         return Reservation(self, key, budget, holder, decision.reservation_id, waited)
                     if decision.never:
                         raise BudgetExceeded(f"{key}: {decision.reason}", never=True)
+                    if decision.first is not None and decision.first != queue.first:
+                        queue.first = decision.first  # the call that got the 429 goes first (if it is here)
+                        promoted = queue.head()
+                        if promoted is not None and promoted is not waiter:
+                            promoted.woken.set()
                     expected, reason = decision.wait_seconds, decision.reason
                 else:
                     reason = "its turn behind other calls"

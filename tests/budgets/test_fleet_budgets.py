@@ -1,0 +1,167 @@
+"""Budgets on a real Temporal dev server, with the official SDKs against the rate-limited fake:
+many sessions share one budget, a 429 pauses everyone, fair shares, a wait is visible."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import WorkflowExecutionStatus
+
+from durable_agents.checkpoint.format import FinishReason
+from durable_agents.providers.budgets import Budget, FairShare
+from tests.budgets.agents import BUDGETED, agent
+
+MODEL = "anthropic:claude-fake"
+
+
+def sid(prefix: str = "s") -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+async def until(check, what: str, timeout: float = 60.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = await check() if asyncio.iscoroutinefunction(check) else check()
+        if found:
+            return found
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"never happened: {what}")
+
+
+@pytest.mark.slow
+async def test_200_sessions_share_a_budget_without_429s_and_use_it(rate_limited, run_worker):
+    """200 sessions (two model calls each) against limits that admit about 24 calls per window:
+    with the budget declared, a handful of 429s at most, and at least 90 % of the input-token
+    limit used while they wait for it."""
+    window, tokens = 4.0, 6_000
+    fake = rate_limited(input_tokens_per_window=tokens, requests_per_window=1000, window=window)
+    budget = Budget(MODEL, input_tokens_per_minute=tokens, requests_per_minute=1000, window_seconds=window)
+    async with run_worker([BUDGETED], budgets=[budget]) as client:
+        results = await asyncio.gather(*[client.send("budgeted", f"go {i}", session_id=sid()) for i in range(200)])
+    assert [r.finish_reason for r in results] == [FinishReason.STOP] * 200
+    assert len(fake.refused) <= 3, f"{len(fake.refused)} requests refused with 429"
+    start, end = fake.admitted[0].at, fake.admitted[-1].at
+    used = fake.tokens_per_window(start, end)
+    for k in range(int((end - start) // window) + 1):
+        print(k, sum(a.input_tokens for a in fake.admitted if start + k * window <= a.at < start + (k + 1) * window))
+    print("calls", len(fake.admitted), "avg tokens", sum(a.input_tokens for a in fake.admitted) / len(fake.admitted))
+    assert len(fake.admitted) == 400
+    assert used >= 0.9 * tokens, f"{used:.0f} input tokens a window of {tokens} allowed"
+
+
+async def test_without_a_budget_the_same_fleet_is_refused(rate_limited, run_worker):
+    """The comparison (and the proof the fake enforces its limits): no budget, 429s."""
+    window, tokens = 4.0, 12_000
+    fake = rate_limited(input_tokens_per_window=tokens, window=window, tool_turns=0)
+    async with run_worker([BUDGETED]) as client:
+        await asyncio.gather(
+            *[client.send("budgeted", f"go {i}", session_id=sid()) for i in range(80)], return_exceptions=True
+        )
+    assert len(fake.refused) > 10, f"only {len(fake.refused)} 429s"
+
+
+async def test_a_429_pauses_the_budget_for_every_session_and_its_call_goes_first(rate_limited, run_worker):
+    fake = rate_limited(requests_per_window=1000, window=60.0, tool_turns=0)
+    fake.overload(1, retry_after=3)
+    budget = Budget(MODEL, requests_per_minute=1000)
+    async with run_worker([BUDGETED], budgets=[budget]) as client:
+        first = sid("first")
+        started = [await client.start("budgeted", first, session_id=first)]
+        await until(lambda: fake.refused, "the first call's 529")
+        refused_at = fake.refused[0][0]
+        others = [sid("other") for _ in range(5)]
+        started += [await client.start("budgeted", s, session_id=s) for s in others]
+        for handle in started:
+            await handle.result()
+    assert len(fake.refused) == 1
+    assert fake.admitted[0].tag == first  # the call that got it goes first
+    assert all(a.at >= refused_at + 3 - 0.05 for a in fake.admitted), "a call was sent during the pause"
+    assert {a.tag for a in fake.admitted} == {first, *others}
+
+
+async def test_one_tenants_burst_does_not_starve_another(rate_limited, run_worker, env):
+    """150 sessions of tenant A are waiting when 5 of tenant B start: B's calls are served
+    alternately with A's (its fair share), not behind A's queue."""
+    per_window = 5
+    fake = rate_limited(requests_per_window=per_window, window=1.0, tool_turns=0)
+    budget = Budget(MODEL, requests_per_minute=per_window, window_seconds=1.0)
+    share = FairShare(key=lambda call: call.session_id.split("-")[0])
+    a_ids = [sid("tenantA") for _ in range(150)]
+    b_ids = [sid("tenantB") for _ in range(5)]
+    async with run_worker([BUDGETED], budgets=[budget], fair_share=share) as client:
+        await asyncio.gather(*[client.start("budgeted", s, session_id=s) for s in a_ids])
+        await until(lambda: len(fake.admitted) >= 2 * per_window, "A's calls under way")
+        b_start = len(fake.admitted)
+        b_handles = await asyncio.gather(*[client.start("budgeted", s, session_id=s) for s in b_ids])
+        for handle in b_handles:
+            await handle.result()
+        tags = [a.tag.split("-")[0] for a in fake.admitted]
+        last_b = max(i for i, t in enumerate(tags) if t == "tenantB")
+        a_before_b_done = tags[b_start:last_b].count("tenantA")
+        a_waiting = 150 - tags.count("tenantA")
+        await asyncio.gather(*[env.client.get_workflow_handle(s).terminate() for s in a_ids], return_exceptions=True)
+    assert a_waiting >= 50, "tenant A's queue was short: the test shows nothing"
+    # a fair share: B's five calls alternate with A's (plus what A got while B's runs started)
+    assert a_before_b_done <= 5 + 3 * per_window, f"{a_before_b_done} of A's calls went before B's five"
+    assert not fake.refused
+
+
+async def test_a_waiting_call_shows_in_current_details_and_heartbeats(rate_limited, run_worker, env):
+    fake = rate_limited(requests_per_window=100, window=60.0, tool_turns=0)
+    budget = Budget(MODEL, requests_per_minute=1, window_seconds=8.0)
+    slow = agent(model=MODEL)
+    object.__setattr__(slow, "model_heartbeat_timeout", 2.0)
+    async with run_worker([slow], budgets=[budget]) as client:
+        first, second = sid(), sid()
+        await client.send("budgeted", "first", session_id=first)
+        handle = await client.start("budgeted", "second", session_id=second)
+
+        async def pending_heartbeat() -> bool:
+            described = await handle.describe()
+            pending = described.raw_description.pending_activities
+            return bool(pending) and pending[0].HasField("last_heartbeat_time")
+
+        async def shown() -> str | None:
+            meta = await handle.query("__temporal_workflow_metadata")
+            text = meta.get("currentDetails", "") if isinstance(meta, dict) else meta.current_details
+            return text if "rate-limit budget" in text else None
+
+        said = await until(shown, "the wait in Current Details", timeout=20)
+        assert "waiting for the anthropic:claude-fake rate-limit budget" in said
+        assert await until(pending_heartbeat, "a heartbeat while waiting", timeout=20)
+        result = await client.result(second)
+    assert result.finish_reason == FinishReason.STOP
+    assert len(fake.admitted) == 2 and not fake.refused
+    desc = await handle.describe()
+    assert desc.status == WorkflowExecutionStatus.COMPLETED
+    history = await handle.fetch_history()
+    signals = [e for e in history.events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED]
+    assert [s.workflow_execution_signaled_event_attributes.signal_name for s in signals] == ["budget_wait"]
+
+
+@pytest.mark.slow
+async def test_a_wait_longer_than_the_attempts_slack_waits_on_a_timer(rate_limited, run_worker):
+    """A wait past the activity's slack ends the attempt; the run waits on a durable timer and
+    schedules the turn again: no failed attempt is counted, the call keeps its timeout."""
+    fake = rate_limited(requests_per_window=100, window=60.0, tool_turns=0)
+    budget = Budget(MODEL, requests_per_minute=1, window_seconds=45.0)
+    async with run_worker([BUDGETED], budgets=[budget]) as client:
+        await client.send("budgeted", "first", session_id=sid())
+        second = sid()
+        handle = await client.start("budgeted", "second", session_id=second)
+        result = await client.result(second)
+        history = await handle.fetch_history()
+    assert result.finish_reason == FinishReason.STOP
+    assert len(fake.admitted) == 2
+    kinds = [e.event_type for e in history.events]
+    assert EventType.EVENT_TYPE_TIMER_STARTED in kinds
+    failed = [
+        e.activity_task_failed_event_attributes.failure.application_failure_info.type
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED
+    ]
+    assert failed == ["BudgetWait"]
