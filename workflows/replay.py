@@ -36,7 +36,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_agents.workflows.contracts import AGENT_RUN_WORKFLOW, AgentRunInput, RunSummary
 
 REPLAY_BATCH_WORKFLOW = "ReplayBatch"
-MAX_BATCH_SESSIONS = 2000
+MAX_BATCH_SESSIONS = 1000
 """Sessions one batch workflow takes (its history stays far below Temporal's limits);
 ``AgentClient.replay`` splits bigger batches into several."""
 ERROR_CHARS = 500

@@ -35,7 +35,7 @@ FORK_MARK = ".fork-"
 
 @dataclass
 class Batch:
-    """A started batch: its tag, what it does, and its workflows (one per 2,000 sessions)."""
+    """A started batch: its tag, what it does, and its workflows (one per MAX_BATCH_SESSIONS sessions)."""
 
     tag: str
     mode: BatchMode
