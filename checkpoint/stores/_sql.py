@@ -481,36 +481,51 @@ class SqlStore(CheckpointStore):
         self, session_id: str, position: int, message: Message, batch_start: int, batch_size: int
     ) -> int:
         check_in_batch(position, batch_start, batch_size)
+        body = message.to_json()
         with self._open(session_id):
-            row = self._session_row(session_id, lock=True)
-            self._run(
+            row = self._run(
+                "SELECT transcript_id, message_count, header FROM sessions WHERE session_id = ?"
+                + self.dialect.row_lock,
+                (session_id,),
+            ).fetchone()
+            (kept,) = self._run(  # the first recorded result wins: the one kept is returned
                 "INSERT INTO tool_markers VALUES (?, ?, 0, ?, ?) ON CONFLICT (session_id, position)"
-                " DO UPDATE SET result = COALESCE(tool_markers.result, excluded.result)",
-                (session_id, position, self.dialect.to_db_time(now()), message.to_json()),
-            )
+                " DO UPDATE SET result = COALESCE(tool_markers.result, excluded.result) RETURNING result",
+                (session_id, position, self.dialect.to_db_time(now()), body),
+            ).fetchone()
             if row is None:
                 raise StoreCorruptError(f"session {session_id!r} vanished from {self.where} mid-run")
-            return self._advance_results(row, session_id, batch_start, batch_size)
+            known = {kept: message} if kept == body else {}  # (a result recorded before: parsed from its row)
+            return self._advance_results(row, session_id, batch_start, batch_size, {position: kept}, known)
 
-    def _advance_results(self, row: tuple[int, int], session_id: str, batch_start: int, batch_size: int) -> int:
-        """Append the batch's recorded results that extend the transcript in position order."""
-        raw = self._run("SELECT header FROM sessions WHERE session_id = ?", (session_id,)).fetchone()[0]
-        header = self._parse_header(raw, session_id)
+    def _advance_results(
+        self,
+        row: tuple[int, int, str],
+        session_id: str,
+        batch_start: int,
+        batch_size: int,
+        results: dict[int, str],
+        known: dict[str, Message],
+    ) -> int:
+        """Append the batch's recorded results that extend the transcript in position order
+        (``results``: those known already; the batch's others are read when it has more)."""
+        header = self._parse_header(row[2], session_id)
         count = header.message_count
-        results: dict[int, str] = dict(
-            self._run(
-                "SELECT position, result FROM tool_markers WHERE session_id = ? AND result IS NOT NULL"
-                " AND position >= ? AND position < ?",
-                (session_id, batch_start, batch_start + batch_size),
-            ).fetchall()
-        )
+        if batch_size > 1:
+            results = results | dict(
+                self._run(
+                    "SELECT position, result FROM tool_markers WHERE session_id = ? AND result IS NOT NULL"
+                    " AND position >= ? AND position < ?",
+                    (session_id, batch_start, batch_start + batch_size),
+                ).fetchall()
+            )
         if past_batch(session_id, self.where, count, batch_start, batch_size, results):
             return batch_start + batch_size
         new = batch_prefix(session_id, self.where, count, batch_start, batch_size, results)
         if new:
-            messages = [Message.model_validate_json(body) for body in new]
+            messages = [known.get(body) or Message.model_validate_json(body) for body in new]
             updated = header.model_copy(update={"message_count": count + len(new), "updated_at": None})
-            self._append(row, stamped(updated, count, messages), count, new)
+            self._append((row[0], row[1]), stamped(updated, count, messages), count, new)
         return count + len(new)
 
     # -- run input -------------------------------------------------------------
