@@ -222,7 +222,7 @@ async def test_a_replay_from_a_step_starts_from_the_sources_first_steps(env, sto
         await replay(client, late, against=support, from_step=9, tag="toofar")
 
 
-async def test_the_batch_workflows_history_replays_deterministically(env, store, task_queue, recorded):
+async def test_the_batch_workflows_history_replays_deterministically_and_stays_small(env, store, task_queue, recorded):
     from temporalio.worker import Replayer
 
     from durable_agents.plugin import DurableAgentsPlugin
@@ -231,6 +231,8 @@ async def test_the_batch_workflows_history_replays_deterministically(env, store,
     client = AgentClient(env.client, store, task_queue)
     await replay(client, recorded[:5], against=support_strict, tag="history", concurrency=2)
     history = await env.client.get_workflow_handle("replay-batch-history").fetch_history()
+    # ≈ 10 events a session: a batch of MAX_BATCH_SESSIONS stays far below Temporal's 51,200
+    assert len(history.events) <= 12 * 5 + 10
     replayer = Replayer(workflows=[ReplayBatchWorkflow], plugins=[DurableAgentsPlugin()])
     result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
     assert result.replay_failure is None
