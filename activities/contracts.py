@@ -11,7 +11,8 @@ import json
 from datetime import datetime
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
+from pydantic_core import PydanticUndefined
 
 from durable_agents.checkpoint.fingerprint import AgentDrift
 from durable_agents.checkpoint.format import (
@@ -27,6 +28,34 @@ from durable_agents.checkpoint.format import (
     Usage,
     UsageLimits,
 )
+
+
+class StepOutput(FormatModel):
+    """The result of an activity every step makes, as Temporal's history keeps it (a local
+    activity's marker, a regular one's completion): fields at their default value are left
+    out, and read back as that default (docs/design.md §2: what a step adds to history stays
+    small). Older histories, which spelled every field, read the same."""
+
+    @model_serializer(mode="wrap")
+    def _without_defaults(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if not isinstance(data, dict):
+            return data
+        for name, field in type(self).model_fields.items():
+            if field.default is not PydanticUndefined:
+                default = field.default
+            elif field.default_factory is not None:
+                default = field.default_factory()  # type: ignore[call-arg]
+            else:
+                continue
+            if getattr(self, name) == default:
+                data.pop(field.alias or name, None)
+                data.pop(name, None)
+        usage = data.get("usage")
+        if isinstance(usage, dict):  # a total usage's unset counters (cache tokens of a provider without caching)
+            data["usage"] = {k: v for k, v in usage.items() if v is not None}
+        return data
+
 
 BEGIN_RUN = "durable_agents.begin_run"
 MODEL_TURN = "durable_agents.model_turn"
@@ -189,7 +218,7 @@ class ModelTurnInput(FormatModel):
     """Invalid final answers already sent back in this run (structured output)."""
 
 
-class ModelTurnOutput(FormatModel):
+class ModelTurnOutput(StepOutput):
     tool_calls: list[ToolCall] = Field(default_factory=list)
     """The turn's calls, as references when ``arguments_in_store``."""
     arguments_in_store: bool = False
@@ -236,7 +265,7 @@ class ExecuteToolInput(FormatModel):
         return self.batch_start + (self.index if self.index is not None else self.batch.index(self.call.id))
 
 
-class ExecuteToolOutput(FormatModel):
+class ExecuteToolOutput(StepOutput):
     tool_call_id: str
     is_error: bool = False
     kind: str = "result"

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 from temporalio.api.enums.v1 import EventType
 
 from durable_agents import Agent, ScriptedToolCall, ScriptedTurn, register_script
-from durable_agents.activities.contracts import MODEL_TURN
+from durable_agents.activities.contracts import EXECUTE_TOOL, MODEL_TURN, ExecuteToolOutput, ModelTurnOutput
 from durable_agents.checkpoint import FinishReason, Message
 from tests import agents
 from tests.conftest import session_id
@@ -97,3 +98,36 @@ async def test_history_bytes_per_step_stay_flat_over_300_steps_and_streaming_add
     )
     assert before[1] <= 1.1 * before[0] and after[1] <= 1.1 * after[0]  # flat: within 10 %
     assert after[0] <= 1.5 * before[0] and after[1] <= 1.5 * before[1]
+
+
+short_agent = Agent(name="short-history", model="scripted:long-run", tools=[echo_kb], max_steps=3)
+
+
+async def test_a_step_keeps_only_what_differs_from_the_defaults_in_history(run_worker, env):
+    """A model turn's and a tool call's results, as history keeps them, leave out every field
+    at its default (``replayed: false``, ``text: null``, a usage's unset cache counters …):
+    they are read back as those defaults, and the run acts on them as before."""
+    sid = session_id()
+    async with run_worker([short_agent]) as client:
+        result = await client.send("short-history", "go", session_id=sid)
+    assert result.finish_reason == FinishReason.MAX_STEPS and result.steps == 3
+    events, _ = await _all_events(env.client, sid, (await env.client.get_workflow_handle(sid).describe()).run_id)
+    scheduled = {
+        e.event_id: e.activity_task_scheduled_event_attributes.activity_type.name
+        for e in events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    }
+    results = {
+        scheduled[e.activity_task_completed_event_attributes.scheduled_event_id]: json.loads(
+            e.activity_task_completed_event_attributes.result.payloads[0].data
+        )
+        for e in events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED
+        and scheduled[e.activity_task_completed_event_attributes.scheduled_event_id] in (MODEL_TURN, EXECUTE_TOOL)
+    }
+    turn, call = results[MODEL_TURN], results[EXECUTE_TOOL]
+    assert set(turn) == {"toolCalls", "argumentsInStore", "usage", "toolCallArguments"}, turn
+    assert None not in turn["usage"].values() and turn["usage"]["requests"] >= 1
+    assert set(call) == {"toolCallId", "recordedThrough"}, call  # isError false, kind "result"
+    assert ModelTurnOutput.model_validate(turn).replayed is False
+    assert ExecuteToolOutput.model_validate(call).kind == "result"
