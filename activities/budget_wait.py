@@ -103,6 +103,8 @@ async def _tell_run(notice: BudgetWaitNotice) -> None:
     """Signal the activity's run; a run that is gone (or a client we cannot reach) is no failure."""
     try:
         info = activity.info()
+        if info.workflow_id is None:  # (a standalone activity: no run to tell)
+            return
         handle = activity.client().get_workflow_handle(info.workflow_id, run_id=info.workflow_run_id)
         await handle.signal(BUDGET_WAIT_SIGNAL, notice)
     except Exception as e:  # noqa: BLE001 - showing the wait never fails the call

@@ -286,7 +286,7 @@ class _SqlLedger:
     def _sql(self, text: str) -> str:
         return text.replace("?", self._param)
 
-    def _transaction(self, key: str) -> Any:  # a context manager yielding a cursor-like object
+    def _transaction(self, key: str | None) -> Any:  # a context manager yielding a cursor-like object
         raise NotImplementedError
 
     def _rows(self, cur: Any, key: str, now: float, purge: bool = True) -> list[Row]:
@@ -419,7 +419,7 @@ class PostgresLedger(_SqlLedger):
 
     _param = "%s"
 
-    def __init__(self, url: str, *, connect_timeout: float = 10) -> None:
+    def __init__(self, url: str, *, connect_timeout: int = 10) -> None:
         try:
             import psycopg
         except ImportError as e:
@@ -492,7 +492,7 @@ def ledger_for(store: object) -> BudgetLedger:
     from durable_agents.checkpoint.stores.sqlite import SqliteStore
 
     if isinstance(store, PostgresStore):
-        return PostgresLedger(store.url, connect_timeout=store.connect_timeout)
+        return PostgresLedger(store.url, connect_timeout=max(int(store.connect_timeout), 1))
     if isinstance(store, SqliteStore) and store.durable and store.path != ":memory:":
         # a file of its own beside the store's: a reservation's write lock never holds up a checkpoint write
         return SqliteLedger(store.path + BUDGETS_SUFFIX)
