@@ -107,3 +107,8 @@ support_no_refund = Agent(
     name="support", model="scripted:replay-support", instructions="Help customers.", tools=[lookup]
 )
 """A removed tool: the model still asks for refunds, which no tool answers."""
+
+
+def same_answer(source, replay) -> float:
+    """A scoring function (a report column): 1.0 when the final answers are the same."""
+    return float(source.messages[-1].content == replay.messages[-1].content)

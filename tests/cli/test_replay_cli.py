@@ -54,12 +54,19 @@ async def test_replay_prints_the_report_writes_json_and_junit_and_gates_on_the_t
 
     strict = cli.inproc(
         "replay", *SESSIONS, "--against", "tests.replay_agents:support_strict", "--max-changed", "0",
-        "--junit", str(tmp_path / "strict.xml"), "--tag", "strict",
+        "--junit", str(tmp_path / "strict.xml"), "--tag", "strict", "--score", "same=tests.replay_agents:same_answer",
+        "--json", str(tmp_path / "strict.json"),
     )  # fmt: skip
     assert strict.returncode == 1, strict.stderr
     assert "regression: 2 of 6 replayed sessions changed (allowed: 0)" in strict.stderr
     rows = [line.split() for line in strict.stdout.splitlines() if line.startswith("cli-rec-")]
     assert [(r[0], r[1], r[2]) for r in rows[:2]] == [("cli-rec-0", "diverged", "2"), ("cli-rec-3", "diverged", "2")]
+    assert "same" in strict.stdout.splitlines()[0] and "score same: mean 0.666667" in strict.stdout
+    scores = {
+        r["sourceSessionId"]: r["scores"]["same"]
+        for r in json.loads((tmp_path / "strict.json").read_text())["sessions"]
+    }
+    assert scores == {s: 0.0 if s in ("cli-rec-0", "cli-rec-3") else 1.0 for s in SESSIONS}
     failed = [c.get("name") for c in ET.parse(tmp_path / "strict.xml").getroot().iter("testcase") if len(c)]
     assert sorted(failed) == ["cli-rec-0", "cli-rec-3"]
     # the same batch again, with a looser threshold: nothing replayed twice, exit 0
