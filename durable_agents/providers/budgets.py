@@ -260,6 +260,8 @@ class _FairQueue:
             cost = max(waiter.amounts.input_tokens + waiter.amounts.output_tokens, 1)
             self.now = self.vtime[waiter.key]
             self.vtime[waiter.key] += cost / self.share.weight(waiter.key)
+        if waiter.key not in self.waiting and self.vtime.get(waiter.key, 0.0) <= self.now:
+            self.vtime.pop(waiter.key, None)  # idle and owing nothing: forgotten (keys may be per session)
         nxt = self.head()
         if nxt is not None:
             nxt.woken.set()
