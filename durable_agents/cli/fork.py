@@ -265,8 +265,12 @@ async def cmd_fork_batch(args: argparse.Namespace, patch: Patch) -> int:
     client = await client_of(args)
     if args.json != "-":
         print(f"forking {plural(len(sessions), 'session')} at step {args.from_step} (tag {tag})", file=sys.stderr)
-    report = await fork_batch(
-        client, sessions, from_step=args.from_step, patch=patch, model=args.model, tag=tag,
-        concurrency=args.concurrency, scorers=scorers,
-    )  # fmt: skip
+    from durable_agents.cli._progress import NoWorkerWarning
+
+    # the forks run on the workers of --task-queue: say so when none polls it
+    async with NoWorkerWarning(client.temporal, args.task_queue, no_worker_line(args)):
+        report = await fork_batch(
+            client, sessions, from_step=args.from_step, patch=patch, model=args.model, tag=tag,
+            concurrency=args.concurrency, scorers=scorers,
+        )  # fmt: skip
     return write_report(args, report, threshold)
