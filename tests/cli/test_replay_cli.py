@@ -133,3 +133,22 @@ async def test_bad_input_is_one_clear_line(recorded_cli, tmp_path):
     one_line_error(threshold, 2, "threshold 'lots'")
     two = cli.inproc("fork", SESSIONS[0], SESSIONS[1], "--from-step", "1")
     one_line_error(two, 2, "add --batch")
+
+
+async def test_replay_with_workers_elsewhere_uses_the_replay_workers_queue(recorded_cli, tmp_path, env):
+    from durable_agents.replay import build_replay_worker
+    from tests.replay_agents import support_strict
+
+    cli = recorded_cli
+    store = SqliteStore(cli.store_path)
+    queue = f"{cli.task_queue}.replay"  # the default of --workers-elsewhere and of replay-worker
+    try:
+        async with build_replay_worker(env.client, against=support_strict, store=store, task_queue=queue):
+            out = await asyncio.to_thread(
+                cli.inproc, "replay", *SESSIONS, "--against", "tests.replay_agents:support_strict",
+                "--workers-elsewhere", "--json", "-",
+            )  # fmt: skip
+    finally:
+        store.close()
+    assert out.returncode == 0, out.stderr
+    assert (json.loads(out.stdout)["diverged"], json.loads(out.stdout)["identical"]) == (2, 4)
