@@ -130,6 +130,7 @@ class ToolActivities:
         admitted = _Admission(self.deps.agent(inp.agent), inp.call.name)
         begun = await self.deps.in_store(self.begin_tool_call, inp, admitted)
         recorded, header = begun.recorded, begun.header
+        assert header is not None  # (begin_tool_call raised if the session is gone)
         if recorded is None:
             try:
                 content, kind = await self._run(inp, header, begun.call, admitted.checked(begun))
