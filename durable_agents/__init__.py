@@ -36,6 +36,7 @@ if TYPE_CHECKING:
         UsageLimits,
     )
     from durable_agents.checkpoint.parts import DocumentPart, ImagePart, OpaquePart, TextPart
+    from durable_agents.checkpoint.replay_report import ReplayReport
     from durable_agents.client.client import AgentClient
     from durable_agents.client.connection import DEFAULT_TASK_QUEUE, connect
     from durable_agents.client.result import RunResult
@@ -66,6 +67,7 @@ if TYPE_CHECKING:
     from durable_agents.providers.base import ModelProvider, ModelRequest, ModelResponse
     from durable_agents.providers.registry import register_provider
     from durable_agents.providers.scripted import ScriptedToolCall, ScriptedTurn, register_script
+    from durable_agents.replay.policy import ReplayPolicy
     from durable_agents.worker import build_worker
 
 _EXPORTS: dict[str, str] = {
@@ -97,6 +99,8 @@ _EXPORTS: dict[str, str] = {
     "OutputValidationError": "durable_agents.errors",
     "Patch": "durable_agents.checkpoint.fork",
     "PendingApproval": "durable_agents.activities.contracts",
+    "ReplayPolicy": "durable_agents.replay.policy",
+    "ReplayReport": "durable_agents.checkpoint.replay_report",
     "ResumeToolMissingError": "durable_agents.errors",
     "RunFailedError": "durable_agents.errors",
     "RunResult": "durable_agents.client.result",
@@ -169,6 +173,8 @@ __all__ = [
     "OutputValidationError",
     "Patch",
     "PendingApproval",
+    "ReplayPolicy",
+    "ReplayReport",
     "PropagatingToolError",
     "ResumeToolMissingError",
     "Rewrite",

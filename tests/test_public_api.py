@@ -50,6 +50,8 @@ DEFINITION_NAMES = {
     "KeepLastTurns",
     "TokenBudget",
     "SummarizeOlder",
+    "ReplayPolicy",
+    "ReplayReport",
 }
 """Names defined in the layers below that the top level re-exports."""
 
