@@ -1,19 +1,18 @@
 """A model call's wait for its provider budget, inside the model activity.
 
 The call waits in its activity (:class:`durable_agents.providers.budgets.RateLimiter`),
-heartbeating (the activity's own heartbeats go on), for at most the slack its workflow
-gives the attempt over the call's own timeout (:data:`BUDGET_WAIT_SLACK_SECONDS`): so the
-wait never eats the call's ``model_timeout_seconds``. A longer wait ends the attempt with
-a non-retryable ``ApplicationError`` of type :data:`BUDGET_WAIT_ERROR` (details: the
-seconds to wait); the workflow then waits on a durable timer, holding no slot at all, and
-schedules the turn again (a new activity: its attempts and timeout start afresh). A wait
-holds no workflow task slot in either place.
+heartbeating (the activity's own heartbeats go on), for at most the slack its attempt has
+over the call's own timeout (the workflow gives :data:`BUDGET_WAIT_SLACK_SECONDS` once its
+run has handed a wait back; see ``durable_agents.workflows.budget_waits``): so the wait never
+eats the call's ``model_timeout_seconds``. A longer wait ends the attempt with a
+non-retryable ``ApplicationError`` of type :data:`BUDGET_WAIT_ERROR` (details: a
+:class:`BudgetWaitNotice`); the workflow then waits on a durable timer, holding no slot at all,
+and schedules the turn again. A wait holds no workflow task slot in either place.
 
-When it has waited :data:`NOTICE_AFTER_SECONDS`, the activity signals its run once
+When it has waited :data:`NOTICE_AFTER_SECONDS` in its activity, the call signals its run once
 (:data:`BUDGET_WAIT_SIGNAL`), which shows what it waits for, and about how long, in its
 Current Details until the run's next step replaces them. The wait is recorded in the metric
-``durable_agents_budget_wait_seconds`` and the model turn's span
-(``durable_agents.budget.wait_ms``).
+``durable_agents_budget_wait_seconds`` and the model turn's span (``durable_agents.budget.wait_ms``).
 """
 
 from __future__ import annotations
@@ -43,7 +42,7 @@ BUDGET_WAIT_ERROR = "BudgetWait"
 BUDGET_WAIT_SLACK_SECONDS = 30.0
 """What the workflow adds to a model turn's start-to-close timeout: the longest a call waits
 for its budget inside its activity."""
-HANDOFF_MIN_SECONDS = 5.0
+HANDOFF_MIN_SECONDS = 1.0
 """The shortest timer a handed-off wait sets (a call waiting its turn behind others knows no time)."""
 NOTICE_AFTER_SECONDS = 2.0
 """A wait shorter than this is not shown in the run's Current Details (no signal)."""
@@ -70,14 +69,17 @@ class BudgetWaitNotice(BaseModel):
         return f"waiting for the {self.model} rate-limit budget ({self.reason}{expected})"
 
 
-def handed_off_seconds(error: BaseException) -> float | None:
-    """The seconds a model turn's failure asks its workflow to wait (None: not a budget wait).
+def handed_off(error: BaseException) -> BudgetWaitNotice | None:
+    """What a model turn's failure asks its workflow to wait for (None: not a budget wait).
     ``error`` is what the workflow caught (an ``ActivityError`` whose cause is ours)."""
     cause = getattr(error, "cause", None)
     if not isinstance(cause, ApplicationError) or cause.type != BUDGET_WAIT_ERROR:
         return None
     details: list[Any] = list(cause.details or [])
-    return float(details[0]) if details else 1.0
+    try:
+        return BudgetWaitNotice.model_validate(details[0])
+    except (IndexError, ValueError):
+        return BudgetWaitNotice(model="the model", waiting=True, expected_seconds=HANDOFF_MIN_SECONDS)
 
 
 class _ActivityObserver:
@@ -139,9 +141,13 @@ async def within_budget(
             ) from e
         waited = time.monotonic() - began
         metrics.budget_wait(config.agent, f"{provider}:{request.model}", waited)
+        notice = BudgetWaitNotice(
+            model=f"{provider}:{request.model}",
+            waiting=True,
+            reason=e.reason,
+            expected_seconds=max(e.expected, HANDOFF_MIN_SECONDS),
+            waited_seconds=waited,
+        )
         raise ApplicationError(
-            f"{e}; the run waits on a timer and asks again",
-            max(e.expected, HANDOFF_MIN_SECONDS),
-            type=BUDGET_WAIT_ERROR,
-            non_retryable=True,
-        ) from e
+            f"{e}; the run waits on a timer and asks again", notice, type=BUDGET_WAIT_ERROR, non_retryable=True
+        ) from None

@@ -1,12 +1,15 @@
 """A model turn that waits for its provider's rate-limit budget, on the workflow's side.
 
-A call waits for its budget inside its model activity for at most the slack this adds to
-the turn's start-to-close timeout (:data:`BUDGET_WAIT_SLACK_SECONDS`), so the wait never
-eats the call's own ``model_timeout_seconds``. A longer wait comes back as a failure of type
-``BudgetWait`` saying how long: the run then waits on a durable timer (holding no worker
-slot), says so in its Current Details, and schedules the turn again, a new activity whose
-attempts and timeout start afresh: a wait for budget is never counted as a failed attempt.
-At most :data:`MAX_WORKFLOW_WAITS` such waits per turn, then the run fails (never forever).
+A model turn's activity never waits for budget at the expense of the call's own timeout
+(``model_timeout_seconds``): a call that must wait and has no slack in its attempt hands the
+wait back, a failure of type ``BudgetWait`` saying how long. The run then waits on a durable
+timer (holding no worker slot), says so in its Current Details, and schedules the turn again,
+a new activity whose attempts and timeout start afresh: a wait for budget is never counted as
+a failed attempt. From then on (this run's worker has budgets) its model turns get
+:data:`BUDGET_WAIT_SLACK_SECONDS` more start-to-close time, and a call waits that long in its
+activity (heartbeating, in its fair turn) before it hands a longer wait back. A run whose
+worker has no budgets never sees a hand-off: its turns keep their timeout exactly.
+At most :data:`MAX_WORKFLOW_WAITS` hand-offs per turn, then the run fails (never forever).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ with workflow.unsafe.imports_passed_through():
         BUDGET_WAIT_SLACK_SECONDS,
         MAX_WORKFLOW_WAITS,
         BudgetWaitNotice,
-        handed_off_seconds,
+        handed_off,
     )
 
 __all__ = [
@@ -32,8 +35,8 @@ __all__ = [
     "BUDGET_WAIT_SIGNAL",
     "BUDGET_WAIT_SLACK_SECONDS",
     "BudgetWaitNotice",
+    "BudgetWaits",
     "show_wait",
-    "waiting_for_budget",
 ]
 
 BUDGET_WAIT_PATCH = "model-turn-waits-for-budget"
@@ -42,19 +45,27 @@ BUDGET_WAIT_PATCH = "model-turn-waits-for-budget"
 T = TypeVar("T")
 
 
-async def waiting_for_budget(schedule: Callable[[], Awaitable[T]], show: Callable[[str], None]) -> T:
-    """``schedule()`` (a model turn's activity), again after each wait its activity hands back."""
-    waits = 0
-    while True:
-        try:
-            return await schedule()
-        except ActivityError as e:
-            seconds = handed_off_seconds(e)
-            if seconds is None or waits >= MAX_WORKFLOW_WAITS or not workflow.patched(BUDGET_WAIT_PATCH):
-                raise
-            waits += 1
-            show(f"waiting for the model's rate-limit budget: about {seconds:.0f}s on a timer")
-            await workflow.sleep(timedelta(seconds=seconds))
+class BudgetWaits:
+    """One run's model turns and the waits for budget they hand back."""
+
+    def __init__(self) -> None:
+        self.slack = 0.0
+        """Seconds added to a model turn's start-to-close timeout: 0 until the run's first hand-off."""
+
+    async def turn(self, schedule: Callable[[float], Awaitable[T]], show: Callable[[str], None]) -> T:
+        """``schedule(slack)`` (a model turn's activity), again after each wait it hands back."""
+        waits = 0
+        while True:
+            try:
+                return await schedule(self.slack)
+            except ActivityError as e:
+                notice = handed_off(e)
+                if notice is None or waits >= MAX_WORKFLOW_WAITS or not workflow.patched(BUDGET_WAIT_PATCH):
+                    raise
+                waits += 1
+                self.slack = BUDGET_WAIT_SLACK_SECONDS  # this run's worker has budgets: its calls may wait there
+                show(f"{notice.line()} on a timer")
+                await workflow.sleep(timedelta(seconds=notice.expected_seconds))
 
 
 def show_wait(details: str, notice: BudgetWaitNotice) -> str:

@@ -172,9 +172,11 @@ class BudgetExceeded(Exception):
     """A call that can never fit its budget (alone over a limit), or one that waited longer
     than it may (``RateLimiter(max_wait=…)``)."""
 
-    def __init__(self, message: str, *, never: bool, expected: float = 0.0) -> None:
+    def __init__(self, message: str, *, never: bool, expected: float = 0.0, reason: str = "") -> None:
         super().__init__(message)
         self.never = never
+        self.reason = reason
+        """What it waited for (``input tokens``, ``a pause after a 429 or overload`` …)."""
         self.expected = expected
         """How long the call would still wait, as the ledger stood (0: not known)."""
 
@@ -397,7 +399,7 @@ class RateLimiter:
                             await observer.waited(waited)
                         return Reservation(self, key, budget, holder, decision.reservation_id, waited)
                     if decision.never:
-                        raise BudgetExceeded(f"{key}: {decision.reason}", never=True)
+                        raise BudgetExceeded(f"{key}: {decision.reason}", never=True, reason=decision.reason)
                     if decision.first is not None and decision.first != queue.first:
                         queue.first = decision.first  # the call that got the 429 goes first (if it is here)
                         promoted = queue.head()
@@ -408,7 +410,9 @@ class RateLimiter:
                     reason = "its turn behind other calls"
                 waited = time.monotonic() - began
                 if max_wait is not None and waited >= max_wait:
-                    raise BudgetExceeded(f"{key}: waited {waited:.0f}s for {reason}", never=False, expected=expected)
+                    raise BudgetExceeded(
+                        f"{key}: waited {waited:.0f}s for {reason}", never=False, expected=expected, reason=reason
+                    )
                 if observer is not None:
                     await observer.waiting(waited, expected, reason)
                 waiter.woken.clear()

@@ -17,7 +17,7 @@ async def work(args: WorkArgs, ctx: ToolContext) -> dict:
     return {"done": args.n}
 
 
-def agent(name: str = "budgeted", model: str = "anthropic:claude-fake", max_tokens: int = 64) -> Agent:
+def agent(name: str = "budgeted", model: str = "anthropic:claude-fake", max_tokens: int = 64, **more) -> Agent:
     return Agent(
         name=name,
         model=model,
@@ -25,6 +25,7 @@ def agent(name: str = "budgeted", model: str = "anthropic:claude-fake", max_toke
         tools=[work],
         max_steps=10,
         max_tokens=max_tokens,
+        **more,
     )
 
 

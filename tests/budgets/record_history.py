@@ -2,9 +2,11 @@
 
     .venv/bin/python -m tests.budgets.record_history
 
-A second session's model call waits past its activity's slack: the activity signals its run
-(``budget_wait``), hands the wait back (``BudgetWait``), the run waits on a timer (patch
-``model-turn-waits-for-budget``) and schedules the turn again. Re-record only on purpose.
+One session, three model calls, a budget of one call per 20 s: its second call hands its
+wait back (``BudgetWait``: no slack yet), the run waits on a timer (patch
+``model-turn-waits-for-budget``) and schedules the turn again; its third call waits in its
+activity (the run's turns have slack now) and signals the run (``budget_wait``). Re-record
+only on purpose.
 """
 
 from __future__ import annotations
@@ -29,17 +31,16 @@ OUT = Path(__file__).resolve().parents[1] / "histories" / "budget_wait_v6.json"
 
 
 async def main() -> None:
-    with RateLimitedServer(requests_per_window=100, tool_turns=1) as fake, tempfile.TemporaryDirectory() as tmp:
+    with RateLimitedServer(requests_per_window=100, tool_turns=2) as fake, tempfile.TemporaryDirectory() as tmp:
         os.environ["ANTHROPIC_BASE_URL"] = fake.anthropic_base_url
         os.environ["ANTHROPIC_API_KEY"] = "record"
         with DevServer(ui=False, db_file=None) as server:
             client = await Client.connect(server.address, data_converter=data_converter())
             store = SqliteStore(Path(tmp) / "store.db")
             queue = f"record-{uuid.uuid4().hex[:6]}"
-            budget = Budget("anthropic:claude-fake", requests_per_minute=2, window_seconds=40)
+            budget = Budget("anthropic:claude-fake", requests_per_minute=1, window_seconds=20)
             async with build_worker(client, agents=[BUDGETED], store=store, task_queue=queue, budgets=[budget]):
                 agents = AgentClient(client, store, queue)
-                await agents.send("budgeted", "first", session_id="budget-first")
                 await agents.send("budgeted", "second", session_id="budget-wait")
             history = await client.get_workflow_handle("budget-wait").fetch_history()
             OUT.write_text(history.to_json())

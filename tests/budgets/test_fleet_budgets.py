@@ -10,7 +10,6 @@ from datetime import UTC
 
 import pytest
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import WorkflowExecutionStatus
 
 from durable_agents.checkpoint.format import FinishReason
 from durable_agents.providers.budgets import Budget, FairShare
@@ -118,58 +117,60 @@ async def test_one_tenants_burst_does_not_starve_another(rate_limited, run_worke
     assert not fake.refused
 
 
-async def test_a_waiting_call_shows_in_current_details_and_heartbeats(rate_limited, run_worker, env):
-    fake = rate_limited(requests_per_window=100, window=60.0, tool_turns=0)
-    budget = Budget(MODEL, requests_per_minute=1, window_seconds=8.0)
-    slow = agent(model=MODEL)
-    object.__setattr__(slow, "model_heartbeat_timeout", 2.0)
-    async with run_worker([slow], budgets=[budget]) as client:
-        first, second = sid(), sid()
-        await client.send("budgeted", "first", session_id=first)
-        handle = await client.start("budgeted", "second", session_id=second)
+def budget_events(history) -> tuple[list[str], int, list[str]]:
+    """A run's failed activities' types, its timers, and its signals' names."""
+    failed = [
+        e.activity_task_failed_event_attributes.failure.cause.application_failure_info.type
+        or e.activity_task_failed_event_attributes.failure.application_failure_info.type
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED
+    ]
+    timers = sum(1 for e in history.events if e.event_type == EventType.EVENT_TYPE_TIMER_STARTED)
+    signals = [
+        e.workflow_execution_signaled_event_attributes.signal_name
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED
+    ]
+    return failed, timers, signals
 
-        async def pending_heartbeat() -> bool:
+
+async def test_a_waiting_call_shows_in_current_details_and_heartbeats(rate_limited, run_worker):
+    """One call a 6 s window, three calls: the second hands its wait to a timer (the run had no
+    slack yet), the third waits in its activity: heartbeating, said in the run's Current Details."""
+    fake = rate_limited(requests_per_window=100, window=60.0, tool_turns=2)
+    budget = Budget(MODEL, requests_per_minute=1, window_seconds=6.0)
+    async with run_worker([agent(model_heartbeat_timeout=2.0)], budgets=[budget]) as client:
+        session = sid()
+        handle = await client.start("budgeted", session, session_id=session)
+
+        async def waiting_in_activity() -> str | None:
             described = await handle.describe()
             pending = described.raw_description.pending_activities
-            return bool(pending) and pending[0].HasField("last_heartbeat_time")
-
-        async def shown() -> str | None:
+            beat = bool(pending) and pending[0].HasField("last_heartbeat_time")
             meta = await handle.query("__temporal_workflow_metadata")
             text = meta.get("currentDetails", "") if isinstance(meta, dict) else meta.current_details
-            return text if "rate-limit budget" in text else None
+            return text if beat and "rate-limit budget" in text and "on a timer" not in text else None
 
-        said = await until(shown, "the wait in Current Details", timeout=20)
-        assert "waiting for the anthropic:claude-fake rate-limit budget" in said
-        assert await until(pending_heartbeat, "a heartbeat while waiting", timeout=20)
-        result = await client.result(second)
+        said = await until(waiting_in_activity, "a heartbeating wait in Current Details", timeout=60)
+        result = await client.result(session)
+        failed, timers, signals = budget_events(await handle.fetch_history())
+    assert "waiting for the anthropic:claude-fake rate-limit budget (requests, about" in said
     assert result.finish_reason == FinishReason.STOP
-    assert len(fake.admitted) == 2 and not fake.refused
-    desc = await handle.describe()
-    assert desc.status == WorkflowExecutionStatus.COMPLETED
-    history = await handle.fetch_history()
-    signals = [e for e in history.events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED]
-    assert [s.workflow_execution_signaled_event_attributes.signal_name for s in signals] == ["budget_wait"]
+    assert len(fake.admitted) == 3 and not fake.refused
+    assert (failed, timers, signals) == (["BudgetWait"], 1, ["budget_wait"])
 
 
 @pytest.mark.slow
 async def test_a_wait_longer_than_the_attempts_slack_waits_on_a_timer(rate_limited, run_worker):
-    """A wait past the activity's slack ends the attempt; the run waits on a durable timer and
-    schedules the turn again: no failed attempt is counted, the call keeps its timeout."""
-    fake = rate_limited(requests_per_window=100, window=60.0, tool_turns=0)
-    budget = Budget(MODEL, requests_per_minute=1, window_seconds=45.0)
+    """One call a 40 s window, three calls: the second hands its wait back at once (no slack
+    yet); the third waits its slack in its activity, then hands the rest back. Each wait is a
+    timer, none a failed attempt of the call: the run ends with every call made once."""
+    fake = rate_limited(requests_per_window=100, window=60.0, tool_turns=2)
+    budget = Budget(MODEL, requests_per_minute=1, window_seconds=40.0)
     async with run_worker([BUDGETED], budgets=[budget]) as client:
-        await client.send("budgeted", "first", session_id=sid())
-        second = sid()
-        handle = await client.start("budgeted", "second", session_id=second)
-        result = await client.result(second)
-        history = await handle.fetch_history()
+        session = sid()
+        result = await client.send("budgeted", session, session_id=session)
+        failed, timers, signals = budget_events(await client.temporal.get_workflow_handle(session).fetch_history())
     assert result.finish_reason == FinishReason.STOP
-    assert len(fake.admitted) == 2
-    kinds = [e.event_type for e in history.events]
-    assert EventType.EVENT_TYPE_TIMER_STARTED in kinds
-    failed = [
-        e.activity_task_failed_event_attributes.failure.application_failure_info.type
-        for e in history.events
-        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED
-    ]
-    assert failed == ["BudgetWait"]
+    assert len(fake.admitted) == 3 and not fake.refused
+    assert (failed, timers, signals) == (["BudgetWait", "BudgetWait"], 2, ["budget_wait"])
