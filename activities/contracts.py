@@ -30,11 +30,11 @@ from durable_agents.checkpoint.format import (
 )
 
 
-class StepOutput(FormatModel):
-    """The result of an activity every step makes, as Temporal's history keeps it (a local
-    activity's marker, a regular one's completion): fields at their default value are left
-    out, and read back as that default (docs/design.md §2: what a step adds to history stays
-    small). Older histories, which spelled every field, read the same."""
+class StepPayload(FormatModel):
+    """The input or the result of an activity every step makes, as Temporal's history keeps
+    it (a regular activity's schedule and completion, a local one's marker): fields at their
+    default value are left out, and read back as that default (docs/design.md §2: what a step
+    adds to history stays small). Older histories, which spelled every field, read the same."""
 
     @model_serializer(mode="wrap")
     def _without_defaults(self, handler: SerializerFunctionWrapHandler) -> Any:
@@ -207,7 +207,7 @@ class BeginRunOutput(FormatModel):
     (None: not asked)."""
 
 
-class ModelTurnInput(FormatModel):
+class ModelTurnInput(StepPayload):
     session_id: str
     position: int
     """Where the assistant turn goes: the number of messages before it."""
@@ -218,7 +218,7 @@ class ModelTurnInput(FormatModel):
     """Invalid final answers already sent back in this run (structured output)."""
 
 
-class ModelTurnOutput(StepOutput):
+class ModelTurnOutput(StepPayload):
     tool_calls: list[ToolCall] = Field(default_factory=list)
     """The turn's calls, as references when ``arguments_in_store``."""
     arguments_in_store: bool = False
@@ -242,7 +242,7 @@ class ModelTurnOutput(StepOutput):
     """A final turn's structured output as JSON (bounded), when the agent has an ``output_type``."""
 
 
-class ExecuteToolInput(FormatModel):
+class ExecuteToolInput(StepPayload):
     session_id: str
     agent: str
     step: int
@@ -265,7 +265,7 @@ class ExecuteToolInput(FormatModel):
         return self.batch_start + (self.index if self.index is not None else self.batch.index(self.call.id))
 
 
-class ExecuteToolOutput(StepOutput):
+class ExecuteToolOutput(StepPayload):
     tool_call_id: str
     is_error: bool = False
     kind: str = "result"

@@ -104,7 +104,7 @@ short_agent = Agent(name="short-history", model="scripted:long-run", tools=[echo
 
 
 async def test_a_step_keeps_only_what_differs_from_the_defaults_in_history(run_worker, env):
-    """A model turn's and a tool call's results, as history keeps them, leave out every field
+    """A model turn's and a tool call's inputs and results, as history keeps them, leave out every field
     at its default (``replayed: false``, ``text: null``, a usage's unset cache counters …):
     they are read back as those defaults, and the run acts on them as before."""
     sid = session_id()
@@ -125,6 +125,16 @@ async def test_a_step_keeps_only_what_differs_from_the_defaults_in_history(run_w
         if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED
         and scheduled[e.activity_task_completed_event_attributes.scheduled_event_id] in (MODEL_TURN, EXECUTE_TOOL)
     }
+    inputs = {
+        e.activity_task_scheduled_event_attributes.activity_type.name: json.loads(
+            e.activity_task_scheduled_event_attributes.input.payloads[0].data
+        )
+        for e in events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+        and e.activity_task_scheduled_event_attributes.activity_type.name in (MODEL_TURN, EXECUTE_TOOL)
+    }
+    assert set(inputs[MODEL_TURN]) == {"sessionId", "position", "step"}, inputs  # outputRetriesUsed 0
+    assert inputs[EXECUTE_TOOL]["safeToRetry"] is True  # (a value that is not the default stays)
     turn, call = results[MODEL_TURN], results[EXECUTE_TOOL]
     assert set(turn) == {"toolCalls", "argumentsInStore", "usage", "toolCallArguments"}, turn
     assert None not in turn["usage"].values() and turn["usage"]["requests"] >= 1
