@@ -14,6 +14,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from durable_agents.activities import metrics, tracing
+from durable_agents.activities.budget_wait import within_budget
 from durable_agents.activities.context import build_context, summary_offset
 from durable_agents.activities.contracts import (
     MODEL_TURN,
@@ -223,7 +224,10 @@ class ModelActivities:
         if hooks is not None and hooks.before_model is not None:
             changed = await run_hook("before_model", hooks.before_model, request)
             request = changed if isinstance(changed, ModelRequest) else request
-        response = await generate(provider, request, events)  # its text streamed as deltas when the run streams
+        # -- rate-limit budgets (issue 33): the call waits its fair turn in its model's budget, when the worker has one
+        response = await within_budget(  # its text streamed as deltas when the run streams
+            self.deps.providers.budgets, config, request, lambda: generate(provider, request, events)
+        )
         if response.message.role != Role.ASSISTANT:
             raise ApplicationError(
                 f"{provider_name} returned a {response.message.role} turn, not an assistant turn",

@@ -57,7 +57,7 @@ with workflow.unsafe.imports_passed_through():
         ToolSpec,
     )
     from durable_agents.checkpoint.pricing import limit_reached
-    from durable_agents.workflows import options, search
+    from durable_agents.workflows import budget_waits, options, search  # budget_waits: issue 33
     from durable_agents.workflows.approvals import ApprovalGate, one_decision
     from durable_agents.workflows.contracts import (
         AGENT_RUN_WORKFLOW,
@@ -98,8 +98,17 @@ class AgentRunWorkflow:
         self._gate = ApprovalGate()
         self._subagents = SubagentRelays()
         self._details = ""
+        self._budget_waits = budget_waits.BudgetWaits()  # rate-limit budgets (issue 33)
 
     # -- handlers (any Temporal client may call them: see the wire contract) -------------
+    @workflow.signal(
+        name=budget_waits.BUDGET_WAIT_SIGNAL,
+        description="Internal: the run's model call waits for its rate-limit budget (shown in Current Details).",
+    )
+    def budget_wait(self, notice: budget_waits.BudgetWaitNotice) -> None:  # rate-limit budgets (issue 33)
+        self._set_details(None)
+        workflow.set_current_details(budget_waits.show_wait(workflow.get_current_details(), notice))
+
     @workflow.query(
         name="run_state",
         description="Where the run stands (step, usage, message count) and its pending tool calls "
@@ -296,19 +305,25 @@ class AgentRunWorkflow:
     async def _model_turn(self) -> c.ModelTurnOutput:
         step = self.state.step_index + 1
         self._set_details(f"model turn {step}")
-        turn = await self._call(
-            ModelActivities.model_turn,
-            c.ModelTurnInput(
-                session_id=self.session_id,
-                position=self.state.message_count,
-                step=step,
-                output_retries_used=self.state.output_retries,
+        # rate-limit budgets (issue 33): a wait for budget the call cannot make in its attempt comes back and
+        # waits on a timer; after one, the run's turns have slack for a wait inside the attempt (the call keeps
+        # its own timeout); a worker without budgets never hands one back (slack 0: the timeout as before)
+        turn = await self._budget_waits.turn(
+            lambda slack: self._call(
+                ModelActivities.model_turn,
+                c.ModelTurnInput(
+                    session_id=self.session_id,
+                    position=self.state.message_count,
+                    step=step,
+                    output_retries_used=self.state.output_retries,
+                ),
+                timeout=self.config.model_timeout_seconds + slack,
+                heartbeat=self.config.model_heartbeat_seconds,
+                retry=options.MODEL_RETRY,
+                summary=f"model turn {step} ({self.config.model})",
+                local=self.config.runs_locally(),
             ),
-            timeout=self.config.model_timeout_seconds,
-            heartbeat=self.config.model_heartbeat_seconds,
-            retry=options.MODEL_RETRY,
-            summary=f"model turn {step} ({self.config.model})",
-            local=self.config.runs_locally(),
+            lambda line: self._set_details(f"model turn {step}\n{line}"),
         )
         self.state.step_index = step
         # after a context summary stored with it, when there is one (older histories: None)
