@@ -105,7 +105,15 @@ class AgentRunWorkflow:
         name=budget_waits.BUDGET_WAIT_SIGNAL,
         description="Internal: the run's model call waits for its rate-limit budget (shown in Current Details).",
     )
-    def budget_wait(self, notice: budget_waits.BudgetWaitNotice) -> None:  # rate-limit budgets (issue 33)
+    def budget_wait(self, *payloads: Any) -> None:  # rate-limit budgets (issue 33)
+        try:  # any client may send it: a payload that is not one notice is dropped, never a failed task
+            (payload,) = payloads
+            notice = budget_waits.BudgetWaitNotice.model_validate(payload)
+        except ValueError as e:
+            workflow.logger.warning(
+                "ignoring a %s signal of %d payloads: %s", budget_waits.BUDGET_WAIT_SIGNAL, len(payloads), e
+            )
+            return
         self._set_details(None)
         workflow.set_current_details(budget_waits.show_wait(workflow.get_current_details(), notice))
 

@@ -29,6 +29,7 @@ from durable_agents.activities.contracts import (
     RunState,
 )
 from durable_agents.activities.subagent_contracts import SUBAGENT_APPROVAL_SIGNAL
+from durable_agents.workflows.budget_waits import BUDGET_WAIT_SIGNAL
 from durable_agents.checkpoint.errors import FailureType
 from durable_agents.checkpoint.format import Checkpoint
 from durable_agents.workflows.contracts import (
@@ -109,6 +110,7 @@ AGENT_RUN_HANDLERS: tuple[Handler, ...] = (
     Handler("query", "pending_approval", None, "PendingApproval"),
     Handler("query", "run_state", None, "RunState"),
     Handler("signal", SUBAGENT_APPROVAL_SIGNAL, None, None, internal=True),
+    Handler("signal", BUDGET_WAIT_SIGNAL, None, None, internal=True),
 )
 """The ``AgentRun`` workflow's signals, updates and queries (a query may also answer null)."""
 

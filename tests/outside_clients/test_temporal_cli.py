@@ -269,6 +269,24 @@ async def test_malformed_approve_signals_are_dropped_and_do_not_wedge_the_run(ou
     assert_finished(await result(outside, sid), sid)
 
 
+@pytest.mark.parametrize("inputs", [[], ['"soon"'], ['{"waitedSeconds": "x"}', "{}"]], ids=["none", "a-string", "two"])
+async def test_malformed_internal_signals_are_dropped_and_do_not_wedge_the_run(outside: Outside, inputs: list[str]):
+    """The run's internal signals (``budget_wait``, ``subagent_approval``) sent by hand with a
+    payload they do not take: dropped, and the run goes on."""
+    sid = outside.session()
+    await start(outside, sid, run_input(sid))
+    pending = await wait_pending(outside, sid)
+    for name in ("budget_wait", "subagent_approval"):
+        args = ["workflow", "signal", "--workflow-id", sid, "--name", name]
+        for value in inputs:
+            args += ["--input", value]
+        ran = await cli(outside, *args)
+        assert ran.returncode == 0, f"the server refused the signal (it should take any payload): {ran}"
+        await assert_query_answers(outside, sid, f"a hand-sent {name} signal {inputs}", pending["approvalId"])
+    await signal_approve(outside, sid, approve_payload(pending["approvalId"]))
+    assert_finished(await result(outside, sid), sid)
+
+
 # -- starts that must fail at once ---------------------------------------------------------------
 
 
