@@ -65,6 +65,7 @@ if TYPE_CHECKING:
     )
     from durable_agents.plugin import DurableAgentsPlugin
     from durable_agents.providers.base import ModelProvider, ModelRequest, ModelResponse
+    from durable_agents.providers.budgets import Budget, BudgetCall, BudgetExceeded, FairShare, RateLimiter
     from durable_agents.providers.registry import register_provider
     from durable_agents.providers.scripted import ScriptedToolCall, ScriptedTurn, register_script
     from durable_agents.replay.policy import ReplayPolicy
@@ -100,6 +101,11 @@ _EXPORTS: dict[str, str] = {
     "Patch": "durable_agents.checkpoint.fork",
     "PendingApproval": "durable_agents.activities.contracts",
     "ReplayPolicy": "durable_agents.replay.policy",
+    "Budget": "durable_agents.providers.budgets",
+    "BudgetCall": "durable_agents.providers.budgets",
+    "BudgetExceeded": "durable_agents.providers.budgets",
+    "FairShare": "durable_agents.providers.budgets",
+    "RateLimiter": "durable_agents.providers.budgets",
     "ReplayReport": "durable_agents.checkpoint.replay_report",
     "ResumeToolMissingError": "durable_agents.errors",
     "RunFailedError": "durable_agents.errors",
@@ -144,6 +150,9 @@ __all__ = [
     "AgentDriftError",
     "ApprovalDecision",
     "ApprovalNotPendingError",
+    "Budget",
+    "BudgetCall",
+    "BudgetExceeded",
     "CheckpointNotFoundError",
     "CheckpointStatus",
     "ConfigurationError",
@@ -153,6 +162,7 @@ __all__ = [
     "EncryptionCodec",
     "EncryptionKeyError",
     "FailureType",
+    "FairShare",
     "FinishReason",
     "HookFailedError",
     "Hooks",
@@ -174,6 +184,7 @@ __all__ = [
     "Patch",
     "PendingApproval",
     "PropagatingToolError",
+    "RateLimiter",
     "ReplayPolicy",
     "ReplayReport",
     "ResumeToolMissingError",

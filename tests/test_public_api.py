@@ -52,6 +52,11 @@ DEFINITION_NAMES = {
     "SummarizeOlder",
     "ReplayPolicy",
     "ReplayReport",
+    "Budget",
+    "BudgetCall",
+    "BudgetExceeded",
+    "FairShare",
+    "RateLimiter",
 }
 """Names defined in the layers below that the top level re-exports."""
 

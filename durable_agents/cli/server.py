@@ -117,6 +117,15 @@ def _tuning_args(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--pollers", default="5", metavar="N|auto", help="long-polls per task queue kind (default 5)")
     g.add_argument(
+        "--budgets",
+        action="append",
+        default=[],
+        metavar="MODULE:ATTR",
+        help="provider rate-limit budgets (a Budget or a list of them) shared by every worker on this store; "
+        "repeatable (docs: how-to/production/rate-limits)",
+    )
+    g.add_argument("--fair-share", metavar="MODULE:ATTR", help="a FairShare: whose calls waiting for budget go first")
+    g.add_argument(
         "--sticky-timeout",
         type=float,
         default=5.0,
@@ -143,7 +152,24 @@ def _tuning_of(args: argparse.Namespace) -> dict:
             raise ConfigurationError(f"{flag} {value}: use a positive number")
     if args.sticky_timeout <= 0:
         raise ConfigurationError(f"--sticky-timeout {args.sticky_timeout:g}: use a positive number of seconds")
+    from durable_agents._loading import load_all, load_object
+    from durable_agents.providers.budgets import Budget, FairShare
+
+    budgets = [
+        b
+        for spec in args.budgets
+        for b in load_all("--budgets", spec, Budget, "a Budget (or a list of Budgets)", "myapp.limits:budgets")
+    ]
+    fair_share = None
+    if args.fair_share:
+        fair_share = load_object("--fair-share", args.fair_share, "myapp.limits:by_tenant")
+        if not isinstance(fair_share, FairShare):
+            raise ConfigurationError(f"--fair-share {args.fair_share!r}: not a FairShare")
+        if not budgets:
+            raise ConfigurationError("--fair-share orders calls waiting for budget: give --budgets too")
     return {
+        "budgets": budgets,
+        "fair_share": fair_share,
         "max_concurrent_activities": args.max_concurrent_activities,
         "max_concurrent_local_activities": args.max_concurrent_activities,
         "max_concurrent_workflow_tasks": args.max_concurrent_workflow_tasks,
@@ -247,6 +273,9 @@ async def run_worker(args: argparse.Namespace, address: str | None) -> int:
             print(f"build {versioned.version.to_canonical_string()} (runs pinned to it)", flush=True)
         for line in _observability_lines(args, client):
             print(line, flush=True)
+        if tuning["budgets"]:
+            shown = ", ".join(b.describe() for b in tuning["budgets"])
+            print(f"rate-limit budgets (shared by the workers on this store): {shown}", flush=True)
         async with worker:  # leaving it shuts down gracefully: running tools may finish
             try:
                 await asyncio.Event().wait()

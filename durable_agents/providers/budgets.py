@@ -113,6 +113,21 @@ class Budget:
         if isinstance(window, bool) or not isinstance(window, (int, float)) or not 0 < window < math.inf:
             raise ConfigurationError(f"Budget({self.model!r}, window_seconds={window!r}): a number of seconds over 0")
 
+    def describe(self) -> str:
+        """The budget as people read it: ``openai:* 500 requests, 30,000 tokens a minute``."""
+        said = [
+            f"{value:,} {what}"
+            for value, what in (
+                (self.requests_per_minute, "requests"),
+                (self.input_tokens_per_minute, "input tokens"),
+                (self.output_tokens_per_minute, "output tokens"),
+                (self.tokens_per_minute, "tokens"),
+            )
+            if value is not None
+        ]
+        per = "a minute" if self.window_seconds == 60 else f"per {self.window_seconds:g} s"
+        return f"{self.model} {', '.join(said)} {per}"
+
     @property
     def limits(self) -> Limits:
         return Limits(

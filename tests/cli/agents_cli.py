@@ -43,3 +43,11 @@ dozer_agent = Agent(name="dozer", model="scripted:cli-long-nap", tools=[nap])
 register_script("cli-hello", [ScriptedTurn(text="Hello.")])
 
 greeter_agent = Agent(name="greeter", model="scripted:cli-hello")
+
+
+# rate-limit budgets for `durable-agents worker --budgets` (tests/cli/test_budgets_cli.py)
+from durable_agents.providers.budgets import Budget, FairShare  # noqa: E402
+
+BUDGETS = [Budget("scripted:*", requests_per_minute=600), Budget("openai:gpt-4o", tokens_per_minute=30_000)]
+BY_SESSION = FairShare(key="session")
+NOT_A_BUDGET = "600 a minute"
