@@ -29,9 +29,9 @@ from durable_agents.activities.contracts import (
     RunState,
 )
 from durable_agents.activities.subagent_contracts import SUBAGENT_APPROVAL_SIGNAL
-from durable_agents.workflows.budget_waits import BUDGET_WAIT_SIGNAL
 from durable_agents.checkpoint.errors import FailureType
 from durable_agents.checkpoint.format import Checkpoint
+from durable_agents.workflows.budget_waits import BUDGET_WAIT_SIGNAL
 from durable_agents.workflows.contracts import (
     AGENT_RUN_WORKFLOW,
     FORK_WORKFLOW,
