@@ -39,4 +39,6 @@ def load_object(flag: str, spec: str, example: str) -> object:
         module = importlib.import_module(module_name)
     except ImportError as e:
         raise ConfigurationError(f"{flag} {spec!r}: cannot import {module_name!r} ({e})") from e
-    return getattr(module, attr, None)
+    if not hasattr(module, attr):
+        raise ConfigurationError(f"{flag} {spec!r}: {module_name} has no {attr!r}")
+    return getattr(module, attr)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -136,24 +135,10 @@ def date_time(text: str) -> datetime:
     return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
-def load_object(spec: str, flag: str) -> Any:
-    """``module:attr`` imported from the current directory; a usage error naming ``flag``."""
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        raise UsageError(f"{flag} {spec!r}: write it as module:attribute, e.g. myapp.evals:same_answer")
-    if str(Path.cwd()) not in sys.path:
-        sys.path.insert(0, str(Path.cwd()))
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as e:
-        raise UsageError(f"{flag} {spec!r}: cannot import {module_name!r} ({e})") from None
-    if not hasattr(module, attr):
-        raise UsageError(f"{flag} {spec!r}: {module_name} has no {attr!r}")
-    return getattr(module, attr)
-
-
 def _function(spec: str, flag: str) -> Callable[..., Any]:
-    found = load_object(spec, flag)
+    from durable_agents._loading import load_object  # (it imports the agent layer: only when asked)
+
+    found = load_object(flag, spec, "myapp.evals:same_answer")
     if not callable(found):
         raise UsageError(f"{flag} {spec!r}: {type(found).__name__} is not a function")
     return found
