@@ -101,9 +101,13 @@ class Cli:
                 return int(e.code or 0)
 
         out, err = io.StringIO(), io.StringIO()
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            with ThreadPoolExecutor(1) as pool:  # its own thread: callers may be inside an event loop
-                code = pool.submit(call).result()
+        path = list(sys.path)  # a command that imports MODULE:ATTR puts its directory on it, as a CLI must
+        try:
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                with ThreadPoolExecutor(1) as pool:  # its own thread: callers may be inside an event loop
+                    code = pool.submit(call).result()
+        finally:
+            sys.path[:] = path  # this test process imports the package as installed, never from the root
         return Ran(code, out.getvalue(), err.getvalue())
 
     def read(self, *args: str) -> str:
