@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import overload
 
 from durable_agents.activities import metrics
 from durable_agents.activities.deps import ActivityDeps
@@ -26,20 +25,14 @@ from durable_agents.activities.transcript import repair_text
 from durable_agents.agent.hooks import run_hook
 from durable_agents.checkpoint.context import (
     SummaryTask,
-    current_instructions,
-    instructions_in_effect,
-    is_instructions_change,
-    is_summary,
-    plan_context,
-    render_window,
-    sent_without_policy,
+    TurnContext,
+    context_after_summary,
     summary_request,
 )
 from durable_agents.checkpoint.context_policy import ContextSummary, ContextWindow, SummarizeOlder
 from durable_agents.checkpoint.format import (
     FORMAT_VERSION,
     CheckpointHeader,
-    InstructionsChange,
     Message,
     ModelSettings,
     Role,
@@ -60,86 +53,41 @@ class Context:
     window: ContextWindow | None
 
 
-def summary_offset(header: CheckpointHeader, transcript: Sequence[Message], position: int) -> int:
-    """Where the turn of ``position`` goes: after the instructions change and the summary an
-    earlier attempt stored there."""
-    while header.message_count > position and (
-        is_summary(transcript[position]) or is_instructions_change(transcript[position])
-    ):
-        position += 1
-    return position
-
-
-async def build_context(
-    deps: ActivityDeps, header: CheckpointHeader, transcript: Sequence[Message], position: int, step: int
-) -> Context:
+async def build_context(deps: ActivityDeps, header: CheckpointHeader, turn: TurnContext, step: int) -> Context:
+    """Carry out what :func:`~durable_agents.checkpoint.context.turn_context` decided: store the
+    instructions change, make and store the summary, each before the turn's own call."""
     config = header.run_config
     assert config is not None
-    header, transcript, position = await _record_instructions(deps, header, transcript, position)
-    policy = config.context
-    if policy is None:  # everything (but summaries a policy made before: sent only in its windows)
-        if header.context_summary is None and header.instructions_at is None:
-            sent = transcript[:position]
-            return Context(header, position, sent if isinstance(sent, list) else list(sent), None)
-        return Context(header, position, sent_without_policy(transcript, position, header.instructions_at), None)
-    plan = plan_context(
-        transcript,
-        position,
-        policy,
-        run_start=header.run_start_index,
-        summary_at=header.context_summary,
-        instructions_at=header.instructions_at,
-    )
-    if plan.summarize is not None:
-        assert isinstance(policy, SummarizeOlder)
-        summary = await _summarize(deps, header, transcript, position, step, policy, plan.summarize)
+    position = turn.position
+    if turn.change is not None:
         header = header.model_copy(
             update={
-                "message_count": position + 1,
-                "usage": header.usage + summary.usage,
-                "context_summary": position,
+                "message_count": position,
+                "instructions_at": position - 1,
                 "format_version": FORMAT_VERSION,
                 "updated_at": None,
             }
         )
-        await deps.in_store(deps.store.append, header, position, [summary.message])
-        grown = _Extended(transcript, position, summary.message)
-        position += 1
-        plan = plan_context(
-            grown,
-            position,
-            policy,
-            run_start=header.run_start_index,
-            summary_at=position - 1,
-            instructions_at=header.instructions_at,
-        )
-        return Context(header, position, render_window(grown, plan.window), plan.window)
-    return Context(header, position, render_window(transcript, plan.window), plan.window)
-
-
-async def _record_instructions(
-    deps: ActivityDeps, header: CheckpointHeader, transcript: Sequence[Message], position: int
-) -> tuple[CheckpointHeader, Sequence[Message], int]:
-    """The run's instructions, stored as an instructions change at ``position`` when the session
-    is sent others (then the turn goes after it); else all as given."""
-    config = header.run_config
-    assert config is not None
-    if current_instructions(transcript, position, header.instructions_at) == config.instructions:
-        return header, transcript, position
-    previous = instructions_in_effect(transcript, position, header.instructions_at)
-    change = Message(
-        role=Role.SYSTEM, content=config.instructions, instructions_change=InstructionsChange(previous=previous)
-    )
+        await deps.in_store(deps.store.append, header, position - 1, [turn.change])
+    if turn.summarize is None:
+        return Context(header, position, turn.messages, turn.window)
+    policy = config.context
+    assert isinstance(policy, SummarizeOlder)
+    summary = await _summarize(deps, header, turn.transcript, position, step, policy, turn.summarize)
     header = header.model_copy(
         update={
             "message_count": position + 1,
-            "instructions_at": position,
+            "usage": header.usage + summary.usage,
+            "context_summary": position,
             "format_version": FORMAT_VERSION,
             "updated_at": None,
         }
     )
-    await deps.in_store(deps.store.append, header, position, [change])
-    return header, _Extended(transcript, position, change), position + 1
+    await deps.in_store(deps.store.append, header, position, [summary.message])
+    messages, window = context_after_summary(
+        turn, summary.message, policy, run_start=header.run_start_index, instructions_at=header.instructions_at
+    )
+    return Context(header, position + 1, messages, window)
 
 
 @dataclass
@@ -186,28 +134,3 @@ async def _summarize(
     text = repair_text((answer.content or "").strip()) or "(the summariser returned no text)"
     marker = ContextSummary(start=task.start, end=task.end, previous=task.previous, model=model_string)
     return _Summary(Message(role=Role.SYSTEM, content=text, summary=marker), response.usage)
-
-
-class _Extended(Sequence[Message]):
-    """``transcript[:length]`` and one more message, without copying the transcript."""
-
-    def __init__(self, transcript: Sequence[Message], length: int, message: Message) -> None:
-        self._transcript, self._length, self._message = transcript, length, message
-
-    def __len__(self) -> int:
-        return self._length + 1
-
-    @overload
-    def __getitem__(self, index: int) -> Message: ...
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[Message]: ...
-    def __getitem__(self, index: int | slice) -> Message | Sequence[Message]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
-        if index < 0:
-            index += len(self)
-        if index == self._length:
-            return self._message
-        if not 0 <= index < self._length:
-            raise IndexError(index)
-        return self._transcript[index]

@@ -31,8 +31,9 @@ from durable_agents.checkpoint.events import (
     StepRetried,
     TextDelta,
     TurnStored,
+    last_attempt,
     parse_event,
-    step_text,
+    turn_stored_events,
 )
 from durable_agents.checkpoint.format import CheckpointHeader, Message, Usage
 from durable_agents.providers.base import ModelProvider, ModelRequest, ModelResponse, unexpected_failure
@@ -45,11 +46,6 @@ log = logging.getLogger("durable_agents.events")
 _warned: set[str] = set()
 
 Keyed = tuple[str | None, EventBase]
-
-
-def _last_attempt(events: Sequence[EventBase]) -> int:
-    """The highest attempt that streamed deltas (or was announced) among a step's events; 0: none."""
-    return max((e.attempt for e in events if isinstance(e, TextDelta | StepRetried)), default=0)
 
 
 def streams(header: CheckpointHeader | None) -> bool:
@@ -126,7 +122,7 @@ class TurnStream:
             _unsupported(self.deps)
             self.enabled = False
             return
-        self.attempt = _last_attempt(self.seen) + 1 if _last_attempt(self.seen) else 1
+        self.attempt = last_attempt(self.seen) + 1 if last_attempt(self.seen) else 1
 
     def _step_events(self) -> list[EventBase]:
         """This step's events, from its marker on (in a store call)."""
@@ -141,17 +137,15 @@ class TurnStream:
         """This call follows attempts that never stored the turn: say so, voiding their deltas."""
         if not self.enabled or self.attempt == 1:
             return
-        await self._write([(None, self._retried("a previous attempt did not store the turn"))])
-
-    def _retried(self, reason: str) -> StepRetried:
-        return StepRetried(
+        retried = StepRetried(
             session_id=self.session_id,
             step=self.step,
             attempt=self.attempt,
             discarded_attempts=list(range(1, self.attempt)),
-            reason=reason,
+            reason="a previous attempt did not store the turn",
             at=now(),
         )
+        await self._write([(None, retried)])
 
     # -- deltas ------------------------------------------------------------------------------
     def on_text(self, text: str) -> None:
@@ -204,40 +198,22 @@ class TurnStream:
             # voided this one's deltas, or recorded the turn already
             self.seen = self._step_events()
             if not self.turn_recorded:
-                write_events_now(self.deps, self.session_id, self._stored_events(turn, usage, total, replayed))
+                events = turn_stored_events(
+                    self.seen,
+                    turn,
+                    session_id=self.session_id,
+                    step=self.step,
+                    attempt=self.attempt,
+                    sent=self._sent,
+                    lost=self._lost,
+                    usage=usage,
+                    total=total,
+                    replayed=replayed,
+                    at=now(),
+                )
+                write_events_now(self.deps, self.session_id, events)
 
         await self.deps.in_store(finish)
-
-    def _stored_events(self, turn: Message, usage: Usage, total: Usage, replayed: bool) -> list[Keyed]:
-        text = turn.content or ""
-        void = {a for e in self.seen if isinstance(e, StepRetried) for a in e.discarded_attempts}
-        if replayed:  # the attempt that stored the turn streamed its deltas before the write
-            matches = step_text(self.seen, self.step) == text
-            if matches:
-                self.attempt = max(_last_attempt(self.seen), 1)
-        else:
-            matches = self.attempt not in void and not self._lost and "".join(self._sent) == text
-        events: list[Keyed] = []
-        if not matches:
-            if _last_attempt(self.seen) or self._sent or self._lost:
-                self.attempt = max(_last_attempt(self.seen), self.attempt) + 1
-                events.append((None, self._retried("the stored turn differs from what streamed: its text follows")))
-            if text:
-                delta = TextDelta(session_id=self.session_id, step=self.step, attempt=self.attempt, text=text, at=now())
-                events.append((None, delta))
-        stored = TurnStored(
-            session_id=self.session_id,
-            step=self.step,
-            attempt=self.attempt,
-            text=text,
-            tool_calls=list(turn.tool_calls or []),
-            usage=usage,
-            total_usage=total,
-            replayed=replayed,
-            at=now(),
-        )
-        events.append((self._key("turn"), stored))
-        return events
 
     async def _write(self, events: Sequence[Keyed]) -> None:
         if await write_events(self.deps, self.session_id, events) is None:

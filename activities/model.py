@@ -15,7 +15,7 @@ from temporalio.exceptions import ApplicationError
 
 from durable_agents.activities import metrics, tracing
 from durable_agents.activities.budget_wait import within_budget
-from durable_agents.activities.context import build_context, summary_offset
+from durable_agents.activities.context import build_context
 from durable_agents.activities.contracts import (
     MODEL_TURN,
     ModelTurnInput,
@@ -30,6 +30,7 @@ from durable_agents.activities.events import TurnStream, generate, turn_stream
 from durable_agents.activities.transcript import repaired_turn
 from durable_agents.agent.hooks import run_hook
 from durable_agents.agent.output import OUTPUT_TOOL, OutputCheck, check_turn, output_tool_spec
+from durable_agents.checkpoint.context import turn_context
 from durable_agents.checkpoint.errors import FailureType
 from durable_agents.checkpoint.format import (
     FORMAT_VERSION,
@@ -69,26 +70,37 @@ class ModelActivities:
             )
         tracing.model_of(header.run_config)  # the turn's span: agent and model (when the worker traces)
         events = await turn_stream(self.deps, header, inp.session_id, inp.step)  # None unless the run streams
-        placed = summary_offset(header, transcript, inp.position)  # after a summary stored for this turn
-        moved = {"turn_position": placed} if placed != inp.position else {}
-        inp = inp.model_copy(update={"position": placed})
-        if header.message_count > inp.position:
-            stored = transcript[inp.position : inp.position + 1]
-            if stored[0].role == Role.ASSISTANT:
-                if events is not None and not events.turn_recorded:
-                    await events.stored(stored[0], Usage(), header.usage, replayed=True)
-                check = self._check_output(header, stored[0])
-                if check is not None:  # stored with what followed it, in one write
-                    return self._output_turn(check, header.usage, header, inp, replayed=True).model_copy(update=moved)
-                return _turn_output(stored[0], header.usage, replayed=True, **moved)
+        config = header.run_config
+        # every decision the stored transcript settles, in one call: where the turn goes, whether an
+        # earlier attempt stored it, what to store first, what the request sends (docs/design.md §1)
+        turn_at = turn_context(
+            transcript,
+            header.message_count,
+            inp.position,
+            instructions=config.instructions,
+            policy=config.context,
+            run_start=header.run_start_index,
+            summary_at=header.context_summary,
+            instructions_at=header.instructions_at,
+        )
+        if turn_at.stored is not None:
+            stored = turn_at.stored
+            moved = {"turn_position": turn_at.position} if turn_at.position != inp.position else {}
+            inp = inp.model_copy(update={"position": turn_at.position})
+            if events is not None and not events.turn_recorded:
+                await events.stored(stored, Usage(), header.usage, replayed=True)
+            check = self._check_output(header, stored)
+            if check is not None:  # stored with what followed it, in one write
+                return self._output_turn(check, header.usage, header, inp, replayed=True).model_copy(update=moved)
+            return _turn_output(stored, header.usage, replayed=True, **moved)
         # (sealed messages without --store-encryption were refused as they were read: deps.transcript)
         started = time.perf_counter()
         async with heartbeating(max(header.run_config.model_heartbeat_seconds / 4, 0.25)):
-            # the run's context policy cuts what is sent (a summary it asks for is made and stored first)
-            context = await build_context(self.deps, header, transcript, inp.position, inp.step)
-            if context.position != inp.position:  # a summary was stored first (its usage counted)
-                header, moved = context.header, {"turn_position": context.position}
-                inp = inp.model_copy(update={"position": context.position})
+            # an instructions change or a summary the context asks for is made and stored first
+            context = await build_context(self.deps, header, turn_at, inp.step)
+            header = context.header
+            moved = {"turn_position": context.position} if context.position != inp.position else {}
+            inp = inp.model_copy(update={"position": context.position})
             response = await self._generate(header, context.messages, inp, events)
         assert header.run_config is not None
         tracing.model_generated(response.usage, started)

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import overload
 
 from durable_agents.checkpoint.context_policy import (
     DEFAULT_SUMMARY_INSTRUCTIONS,
@@ -29,13 +30,15 @@ from durable_agents.checkpoint.context_policy import (
     SummarizeOlder,
     TokenBudget,
 )
-from durable_agents.checkpoint.format import Message, Role
+from durable_agents.checkpoint.format import InstructionsChange, Message, Role
 from durable_agents.checkpoint.parts import DocumentPart, ImagePart, OpaquePart
 
 __all__ = [
     "SUMMARY_HEADING",
     "ContextPlan",
     "SummaryTask",
+    "TurnContext",
+    "context_after_summary",
     "current_instructions",
     "estimate_tokens",
     "instructions_in_effect",
@@ -48,6 +51,7 @@ __all__ = [
     "sent_without_policy",
     "step_position",
     "summary_request",
+    "turn_context",
     "without_summaries",
 ]
 
@@ -401,3 +405,120 @@ def _as_text(message: Message) -> str:
 
 def _cut(text: str, limit: int = SUMMARY_INPUT_CHARS) -> str:
     return text if len(text) <= limit else text[:limit] + f"… ({len(text) - limit} more characters)"
+
+
+# -- one model turn's context, decided once --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TurnContext:
+    """What the model turn at a position needs decided before its request (:func:`turn_context`)."""
+
+    position: int
+    """Where the turn goes: after the instructions change and the summary stored for it (by an
+    earlier attempt, or by this one: ``change``)."""
+    transcript: Sequence[Message]
+    """The transcript up to ``position``, with ``change`` (when there is one) in it."""
+    stored: Message | None = None
+    """The turn, when an earlier attempt stored it: it is returned, never made (or paid for) again."""
+    change: Message | None = None
+    """An instructions change to store first, at ``position - 1``."""
+    summarize: SummaryTask | None = None
+    """A summary to make and store first, at ``position`` (then :func:`context_after_summary`)."""
+    messages: list[Message] = field(default_factory=list)
+    """What the request sends, when there is no summary to make."""
+    window: ContextWindow | None = None
+    """How ``messages`` were cut from the transcript (None: no policy, everything is sent)."""
+
+
+def turn_context(
+    messages: Sequence[Message],
+    count: int,
+    position: int,
+    *,
+    instructions: str,
+    policy: KeepLastTurns | TokenBudget | SummarizeOlder | None,
+    run_start: int | None = None,
+    summary_at: int | None = None,
+    instructions_at: int | None = None,
+) -> TurnContext:
+    """Everything the model turn at ``position`` needs decided from the stored transcript
+    (``messages``, ``count`` of them; the other arguments as the checkpoint's header has them),
+    in one call: where the turn goes (after an instructions change or a summary stored for it),
+    the turn itself when an earlier attempt stored it, the instructions change to store first
+    when the run's ``instructions`` are not the ones the session is sent, and what ``policy``
+    sends (or the summary it asks for first)."""
+    while count > position and _sent_in_place(messages[position]):
+        position += 1
+    if count > position and messages[position].role == Role.ASSISTANT:
+        return TurnContext(position, messages, stored=messages[position])
+    change = None
+    if current_instructions(messages, position, instructions_at) != instructions:
+        previous = instructions_in_effect(messages, position, instructions_at)
+        change = Message(
+            role=Role.SYSTEM, content=instructions, instructions_change=InstructionsChange(previous=previous)
+        )
+        messages, instructions_at = _Extended(messages, position, change), position
+        position += 1
+    if policy is None:  # everything (but summaries a policy made before: sent only in its windows)
+        if summary_at is None and instructions_at is None:
+            sent = messages[:position]
+            return TurnContext(position, messages, change=change, messages=list(sent))
+        return TurnContext(
+            position, messages, change=change, messages=sent_without_policy(messages, position, instructions_at)
+        )
+    plan = plan_context(
+        messages, position, policy, run_start=run_start, summary_at=summary_at, instructions_at=instructions_at
+    )
+    if plan.summarize is not None:
+        return TurnContext(position, messages, change=change, summarize=plan.summarize)
+    return TurnContext(
+        position, messages, change=change, messages=render_window(messages, plan.window), window=plan.window
+    )
+
+
+def context_after_summary(
+    turn: TurnContext,
+    summary: Message,
+    policy: SummarizeOlder,
+    *,
+    run_start: int | None = None,
+    instructions_at: int | None = None,
+) -> tuple[list[Message], ContextWindow]:
+    """What the turn is sent once the summary its context asked for is stored at ``turn.position``
+    (the turn then goes after it), and the window that says so."""
+    grown = _Extended(turn.transcript, turn.position, summary)
+    plan = plan_context(
+        grown,
+        turn.position + 1,
+        policy,
+        run_start=run_start,
+        summary_at=turn.position,
+        instructions_at=turn.position - 1 if turn.change is not None else instructions_at,
+    )
+    return render_window(grown, plan.window), plan.window
+
+
+class _Extended(Sequence[Message]):
+    """``transcript[:length]`` and one more message, without copying the transcript."""
+
+    def __init__(self, transcript: Sequence[Message], length: int, message: Message) -> None:
+        self._transcript, self._length, self._message = transcript, length, message
+
+    def __len__(self) -> int:
+        return self._length + 1
+
+    @overload
+    def __getitem__(self, index: int) -> Message: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Message]: ...
+    def __getitem__(self, index: int | slice) -> Message | Sequence[Message]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if index == self._length:
+            return self._message
+        if not 0 <= index < self._length:
+            raise IndexError(index)
+        return self._transcript[index]

@@ -50,7 +50,7 @@ next outcome.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -58,7 +58,7 @@ from pydantic import Field, TypeAdapter
 
 from durable_agents.checkpoint._format_model import FormatModel
 from durable_agents.checkpoint.fingerprint import AgentDrift
-from durable_agents.checkpoint.format import FinishReason, ToolCall, Usage
+from durable_agents.checkpoint.format import FinishReason, Message, ToolCall, Usage
 
 __all__ = [
     "OUTCOME_TYPES",
@@ -83,6 +83,7 @@ __all__ = [
     "TurnStored",
     "parse_event",
     "step_text",
+    "turn_stored_events",
 ]
 
 
@@ -318,3 +319,65 @@ def step_text(events: Iterable[EventBase], step: int) -> str:
     seen = list(events)
     void = {a for e in seen if isinstance(e, StepRetried) and e.step == step for a in e.discarded_attempts}
     return "".join(e.text for e in seen if isinstance(e, TextDelta) and e.step == step and e.attempt not in void)
+
+
+def last_attempt(events: Iterable[EventBase]) -> int:
+    """The highest attempt that streamed deltas (or was announced) among a step's events; 0: none."""
+    return max((e.attempt for e in events if isinstance(e, TextDelta | StepRetried)), default=0)
+
+
+def turn_stored_events(
+    seen: Sequence[EventBase],
+    turn: Message,
+    *,
+    session_id: str,
+    step: int,
+    attempt: int,
+    sent: Sequence[str],
+    lost: bool,
+    usage: Usage,
+    total: Usage,
+    replayed: bool,
+    at: datetime,
+) -> list[tuple[str | None, EventBase]]:
+    """What a model turn's stream says once its turn is stored, each event with its key.
+
+    ``seen`` are the step's events already in the log; ``sent`` the deltas this attempt
+    (``attempt``) wrote, ``lost`` whether one of its delta writes failed. ``TurnStored`` (keyed
+    ``turn:<step>``: written once) ends it. When the step's deltas would not add up to the
+    stored text (an ``after_model`` hook rewrote it, a delta was lost, another attempt voided
+    this one's, or a replayed turn's deltas are not all in the log), a ``StepRetried`` voiding
+    every attempt so far and the stored text as one delta come first."""
+    text = turn.content or ""
+    if replayed:  # the attempt that stored the turn streamed its deltas before the write
+        matches = step_text(seen, step) == text
+        if matches:
+            attempt = max(last_attempt(seen), 1)
+    else:
+        void = {a for e in seen if isinstance(e, StepRetried) for a in e.discarded_attempts}
+        matches = attempt not in void and not lost and "".join(sent) == text
+    events: list[tuple[str | None, EventBase]] = []
+    if not matches:
+        if last_attempt(seen) or sent or lost:
+            attempt = max(last_attempt(seen), attempt) + 1
+            reason = "the stored turn differs from what streamed: its text follows"
+            void_all = list(range(1, attempt))
+            retried = StepRetried(
+                session_id=session_id, step=step, attempt=attempt, discarded_attempts=void_all, reason=reason, at=at
+            )
+            events.append((None, retried))
+        if text:
+            events.append((None, TextDelta(session_id=session_id, step=step, attempt=attempt, text=text, at=at)))
+    stored = TurnStored(
+        session_id=session_id,
+        step=step,
+        attempt=attempt,
+        text=text,
+        tool_calls=list(turn.tool_calls or []),
+        usage=usage,
+        total_usage=total,
+        replayed=replayed,
+        at=at,
+    )
+    events.append((f"turn:{step}", stored))
+    return events

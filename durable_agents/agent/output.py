@@ -64,20 +64,20 @@ class OutputCheck:
 def check_turn(turn: Message, config: RunConfig, output_type: type[BaseModel]) -> OutputCheck | None:
     """None when the turn is an ordinary step (it calls the agent's own tools)."""
     calls = turn.tool_calls or []
-    if config.output_mode == "tool":
-        final = next((c for c in calls if c.name == OUTPUT_TOOL), None)
-        if final is None:
-            if calls:
-                return None
-            return _invalid_text(turn, "you answered in text; call the final_result tool with your answer")
-        return _check_tool_answer(final, calls, output_type)
-    if calls:
-        return None
-    try:
-        value = output_type.model_validate_json(_json_text(turn.content or ""))
-    except ValidationError as e:
-        return _invalid_text(turn, _describe(e))
-    return OutputCheck(output=value.model_dump(mode="json"))
+    if config.output_mode != "tool":  # native: the answer is the final turn's text
+        if calls:
+            return None
+        try:
+            value = output_type.model_validate_json(_json_text(turn.content or ""))
+        except ValidationError as e:
+            return _invalid_text(turn, _describe(e))
+        return OutputCheck(output=value.model_dump(mode="json"))
+    final = next((c for c in calls if c.name == OUTPUT_TOOL), None)
+    if final is None:
+        if calls:
+            return None
+        return _invalid_text(turn, "you answered in text; call the final_result tool with your answer")
+    return _check_tool_answer(final, calls, output_type)
 
 
 def _check_tool_answer(final: ToolCall, calls: list[ToolCall], output_type: type[BaseModel]) -> OutputCheck:
