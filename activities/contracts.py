@@ -216,6 +216,9 @@ class ModelTurnInput(StepPayload):
     finish_if_no_tools: bool = True
     output_retries_used: int = 0
     """Invalid final answers already sent back in this run (structured output)."""
+    tools_seconds: float = 0.0
+    """Time the workflow added to this attempt for the turn's calls: a local step runs them in its
+    model activity (:func:`~durable_agents.activities.tools.run_in_turn`). 0: the workflow runs them."""
 
 
 class ModelTurnOutput(StepPayload):
@@ -240,6 +243,9 @@ class ModelTurnOutput(StepPayload):
     text_truncated: bool = False
     output: Any = None
     """A final turn's structured output as JSON (bounded), when the agent has an ``output_type``."""
+    tools_recorded_through: int | None = None
+    """The turn's calls ran in this activity (a local step): the message count after their results.
+    None: the workflow runs them, each as its own activity."""
 
 
 class ExecuteToolInput(StepPayload):

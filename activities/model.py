@@ -8,6 +8,7 @@ Temporal's record of the activity's completion.
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 from temporalio import activity
@@ -27,6 +28,7 @@ from durable_agents.activities.contracts import (
 )
 from durable_agents.activities.deps import ActivityDeps, heartbeating
 from durable_agents.activities.events import TurnStream, generate, turn_stream
+from durable_agents.activities.tools import ToolActivities, run_in_turn, runs_in_turn
 from durable_agents.activities.transcript import repaired_turn
 from durable_agents.agent.hooks import run_hook
 from durable_agents.agent.output import OUTPUT_TOOL, OutputCheck, check_turn, output_tool_spec
@@ -49,6 +51,7 @@ from durable_agents.providers.registry import split_model_string
 class ModelActivities:
     def __init__(self, deps: ActivityDeps) -> None:
         self.deps = deps
+        self.tools = ToolActivities(deps)  # a local step's calls run in its model turn (run_in_turn)
 
     @activity.defn(name=MODEL_TURN)
     async def model_turn(self, inp: ModelTurnInput) -> ModelTurnOutput:
@@ -92,7 +95,8 @@ class ModelActivities:
             check = self._check_output(header, stored)
             if check is not None:  # stored with what followed it, in one write
                 return self._output_turn(check, header.usage, header, inp, replayed=True).model_copy(update=moved)
-            return _turn_output(stored, header.usage, replayed=True, **moved)
+            output = _turn_output(stored, header.usage, replayed=True, **moved)
+            return await self._run_calls(output, header, stored, inp)
         # (sealed messages without --store-encryption were refused as they were read: deps.transcript)
         started = time.perf_counter()
         async with heartbeating(max(header.run_config.model_heartbeat_seconds / 4, 0.25)):
@@ -101,7 +105,18 @@ class ModelActivities:
             header = context.header
             moved = {"turn_position": context.position} if context.position != inp.position else {}
             inp = inp.model_copy(update={"position": context.position})
-            response = await self._generate(header, context.messages, inp, events)
+            within = _model_share(inp)  # a local step's attempt holds its calls' time too
+            try:
+                async with asyncio.timeout(within):
+                    response = await self._generate(header, context.messages, inp, events)
+            except TimeoutError as e:
+                if within is None:
+                    raise
+                raise ApplicationError(  # retried, as the activity's own timeout would be
+                    f"session {inp.session_id!r} step {inp.step}: the model did not answer within the model "
+                    f"timeout ({config.model_timeout_seconds:g} s)",
+                    type=FailureType.MODEL_PROVIDER_RETRYABLE,
+                ) from e
         assert header.run_config is not None
         tracing.model_generated(response.usage, started)
         metrics.model_turn(header.run_config.agent, header.run_config.model, response.usage)
@@ -133,7 +148,18 @@ class ModelActivities:
             return await self._stored_first(asked, raced)
         if events is not None:
             await events.stored(turn, response.usage, usage)
-        return _turn_output(turn, usage, **moved)
+        return await self._run_calls(_turn_output(turn, usage, **moved), updated, turn, inp)
+
+    async def _run_calls(
+        self, output: ModelTurnOutput, header: CheckpointHeader, turn: Message, inp: ModelTurnInput
+    ) -> ModelTurnOutput:
+        """A local step runs its turn's calls here, when it may (:func:`runs_in_turn`)."""
+        config, calls = header.run_config, turn.tool_calls or []
+        assert config is not None
+        if not inp.tools_seconds or not calls or not runs_in_turn(config, self.deps.agent(config.agent), calls):
+            return output
+        recorded = await run_in_turn(self.tools, config, inp.session_id, inp.step, inp.position, calls)
+        return output.model_copy(update={"tools_recorded_through": recorded})
 
     async def _stored_first(self, inp: ModelTurnInput, raced: bool) -> ModelTurnOutput:
         """Another attempt of this step stored its turn while this one waited on the model (an
@@ -251,6 +277,17 @@ class ModelActivities:
             if isinstance(changed, Message):
                 response = response.model_copy(update={"message": changed})
         return response
+
+
+def _model_share(inp: ModelTurnInput) -> float | None:
+    """What the model call may take of this attempt (None: all of it): the attempt's time less
+    what the workflow added for the turn's calls, so a hung call is given up as early as in a
+    step that runs its calls as their own activities."""
+    info = activity.info()
+    if not inp.tools_seconds or info.start_to_close_timeout is None:
+        return None
+    spent = time.time() - info.started_time.timestamp()
+    return max(info.start_to_close_timeout.total_seconds() - inp.tools_seconds - spent, 0.001)
 
 
 def _turn_output(turn: Message, usage: Usage, **fields: object) -> ModelTurnOutput:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,12 +30,15 @@ from durable_agents.agent.agent import Agent
 from durable_agents.agent.hooks import Rewrite, Veto, run_hook
 from durable_agents.agent.tools import Tool, ToolContext, ToolResultError
 from durable_agents.checkpoint.errors import FailureType, PropagatingToolError
-from durable_agents.checkpoint.format import CheckpointHeader, Message, ToolCall
+from durable_agents.checkpoint.format import CheckpointHeader, Message, RunConfig, ToolCall
 from durable_agents.checkpoint.stores.base import Admit, ToolCallStart
 from durable_agents.checkpoint.transcript import durability_error, result_content
 from durable_agents.providers.base import INVALID_JSON_KEY
 
 CANCELLED = '{"error": "cancelled"}'
+TOOL_MARGIN_SECONDS = 15.0
+"""What a call run in its step's model activity must have left of the attempt over its own timeout
+(the margin the workflow gives a tool activity over it)."""
 
 
 _dump = result_content
@@ -273,3 +277,101 @@ class ToolActivities:
             return _dump(
                 {"error": f"the result of {tool.name} cannot be encoded as JSON: {type(e).__name__}: {e}"}
             ), "error"
+
+
+# -- a local step's calls, run in its model activity ---------------------------------------------
+
+
+def runs_in_turn(config: RunConfig, agent: Agent, calls: list[ToolCall]) -> bool:
+    """Whether a turn's calls can run in its model activity: each is one of the agent's own tools
+    (not an MCP tool, not a sub-agent) that runs as a local activity, and none waits for a person
+    (no approval, and no rule to ask a store about: the workflow holds those)."""
+    specs = {spec.name: spec for spec in config.tools}
+    for call in calls:
+        spec = specs.get(call.name)
+        if spec is None or spec.subagent is not None or spec.mcp_server is not None:
+            return False
+        if spec.needs_approval or spec.approval_conditional or not config.runs_locally(spec.timeout_seconds):
+            return False
+        if agent.tool_named(call.name) is None:
+            return False
+    return True
+
+
+async def run_in_turn(
+    tools: ToolActivities, config: RunConfig, session_id: str, step: int, turn_position: int, calls: list[ToolCall]
+) -> int | None:
+    """Run a local step's calls in its model activity, each exactly as its own ``execute_tool``
+    would (at most once, its result recorded by position, its events written), at most
+    ``tool_concurrency`` at once: one local activity a step instead of one for the turn and one
+    a call (docs/design.md §2). Returns the message count after the last result; None when a call
+    is left to the workflow, which then schedules the turn's calls as their own activities (the
+    recorded ones return their result without running): a call whose timeout does not fit in
+    what is left of this attempt, or one whose own activity would have been retried (a store
+    error). A failure that fails the run (a ``PropagatingToolError``) is raised as its activity
+    raises it; an abort gives every call without a result ``cancelled``, as the run's abort would."""
+    info = activity.info()
+    deadline = None if info.start_to_close_timeout is None else time.monotonic() + (
+        info.start_to_close_timeout.total_seconds() - (time.time() - info.started_time.timestamp())
+    )  # fmt: skip
+    ids = [call.id for call in calls]
+    limit = asyncio.Semaphore(config.tool_concurrency)
+    safe = {spec.name: spec.safe_to_retry for spec in config.tools}
+
+    def request(index: int) -> ExecuteToolInput:
+        return ExecuteToolInput(
+            session_id=session_id,
+            agent=config.agent,
+            step=step,
+            call=calls[index],
+            batch_start=turn_position + 1,
+            batch=ids,
+            safe_to_retry=safe.get(calls[index].name, False),
+            index=index,
+        )
+
+    failed = False
+
+    async def one(index: int) -> int | None:
+        nonlocal failed
+        async with limit:
+            tool = tools.deps.agent(config.agent).tool_named(calls[index].name)
+            assert tool is not None  # (runs_in_turn)
+            if failed or (
+                deadline is not None and time.monotonic() + tool.timeout_seconds + TOOL_MARGIN_SECONDS > deadline
+            ):
+                return None  # no call starts after one failed; its own activity has the time
+            try:
+                return (await tools.execute_tool(request(index))).recorded_through
+            except Exception:
+                failed = True
+                raise
+
+    try:
+        done = await asyncio.gather(*(one(i) for i in range(len(calls))), return_exceptions=True)
+    except asyncio.CancelledError:
+        if _aborted():
+            await asyncio.shield(_cancel_unrecorded(tools.deps, [request(i) for i in range(len(calls))]))
+        raise
+    for outcome in done:
+        if isinstance(outcome, ApplicationError) and outcome.non_retryable:
+            raise outcome  # the run fails, as when the call's own activity fails
+        if isinstance(outcome, BaseException):
+            activity.logger.warning(
+                "session %s step %s: a call run with its turn failed (%r); the workflow runs it as its own activity",
+                session_id, step, outcome,
+            )  # fmt: skip
+    if any(not isinstance(outcome, int) for outcome in done):
+        return None
+    return max(outcome for outcome in done if isinstance(outcome, int))
+
+
+async def _cancel_unrecorded(deps: ActivityDeps, requests: list[ExecuteToolInput]) -> None:
+    """Every call of the batch without a result gets ``cancelled`` (a recorded result stays: first wins)."""
+
+    def write() -> None:
+        for inp in requests:
+            cancelled = Message.tool_result(inp.call, CANCELLED, is_error=True)
+            deps.store.record_tool_result(inp.session_id, inp.position, cancelled, inp.batch_start, len(inp.batch))
+
+    await deps.in_store(write)

@@ -63,10 +63,12 @@ async def test_auto_runs_model_turns_store_steps_and_short_tools_locally_a_long_
     assert not local and regular.count(MODEL_TURN) == 3 and regular.count(EXECUTE_TOOL) == 3
     regular, local = await _scheduled(env.client, auto_sid)
     assert regular.count(EXECUTE_TOOL) == 1  # book_table, declared 600 s: pending in the UI, heartbeats
-    assert local.count(MODEL_TURN) == 3 and local.count(EXECUTE_TOOL) == 2  # the two get_weather calls
+    # the two get_weather calls ran in their steps' model turns (one local activity a step)
+    assert local.count(MODEL_TURN) == 3 and EXECUTE_TOOL not in local
     assert MODEL_TURN not in regular and len(regular) == 2  # begin_run (before the run knows its mode) + the tool
     regular, local = await _scheduled(env.client, local_sid)
-    assert len(regular) == 1 and local.count(EXECUTE_TOOL) == 3  # every step but begin_run
+    assert len(regular) == 1 and local.count(MODEL_TURN) == 3  # every step but begin_run
+    assert EXECUTE_TOOL not in local  # each turn's calls ran in it
 
     configs = {sid: c.store.load(sid).run_config for sid in results}
     assert configs[auto_sid].activities == "auto" and not configs[auto_sid].local_activities

@@ -11,10 +11,11 @@ import asyncio
 import time
 
 import pytest
+from pydantic import BaseModel
 
-from durable_agents import Agent, register_provider
+from durable_agents import Agent, ToolContext, register_provider, tool
 from durable_agents.checkpoint import FinishReason, Role
-from durable_agents.checkpoint.format import Message, Usage
+from durable_agents.checkpoint.format import Message, ToolCall, Usage
 from durable_agents.providers import registry
 from durable_agents.providers.base import ModelRequest, ModelResponse
 from tests.conftest import session_id
@@ -67,3 +68,47 @@ async def test_a_given_up_attempt_cannot_replace_the_turn_its_retry_stored(lagga
         [m.content for m in e.checkpoint.messages if m.role == Role.ASSISTANT] in ([], ["the answer on time"])
         for e in store.history(sid)
     )
+
+
+class HungOnceProvider:
+    """Its first call never answers (until cancelled); later calls ask for a tool, then answer."""
+
+    calls = 0
+
+    async def generate(self, request: ModelRequest) -> ModelResponse:
+        HungOnceProvider.calls += 1
+        if HungOnceProvider.calls == 1:
+            await asyncio.Event().wait()
+        done = any(m.role == Role.TOOL for m in request.messages)
+        message = (
+            Message(role=Role.ASSISTANT, content="done")
+            if done
+            else Message(role=Role.ASSISTANT, tool_calls=[ToolCall(id="c1", name="note", arguments={})])
+        )
+        return ModelResponse(message=message, usage=Usage(input_tokens=1, output_tokens=1, requests=1))
+
+
+class NoteArgs(BaseModel):
+    pass
+
+
+@tool(timeout=300)
+async def note(args: NoteArgs, ctx: ToolContext) -> str:
+    return "noted"
+
+
+async def test_a_local_steps_model_call_keeps_its_own_timeout(run_worker, store):
+    """A local step's attempt also holds its calls' time (the longest tool's 300 s and a margin):
+    a model call that hangs is still given up at the model's own timeout, and retried."""
+    register_provider("hung-once", HungOnceProvider)
+    HungOnceProvider.calls = 0
+    agent = Agent(name="hung-local", model="hung-once:m", model_timeout=2, activities="local", tools=[note])
+    sid = session_id()
+    try:
+        async with run_worker([agent]) as client:
+            result = await asyncio.wait_for(client.send("hung-local", "hi", session_id=sid), 60)
+    finally:
+        registry._registered.pop("hung-once", None)
+    assert result.finish_reason == FinishReason.STOP and result.text == "done"
+    assert HungOnceProvider.calls == 3  # the hung call, its retry (a tool call), the answer
+    assert [m.role for m in store.load(sid).messages][-3:] == [Role.ASSISTANT, Role.TOOL, Role.ASSISTANT]

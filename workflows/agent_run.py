@@ -270,6 +270,10 @@ class AgentRunWorkflow:
                 summary = self._summary(FinishReason.STOP)  # the model activity saved it as finished
                 summary.text, summary.text_truncated, summary.output = turn.text, turn.text_truncated, turn.output
                 return summary
+            if turn.tools_recorded_through is not None:  # a local step: its calls ran in its model turn
+                self.state.message_count = turn.tools_recorded_through
+                self.state.tool_calls += len(turn.tool_calls)
+                continue
             self.state.pending_tool_calls = turn.tool_calls
             self.state.pending_arguments = turn.tool_call_arguments
 
@@ -316,6 +320,7 @@ class AgentRunWorkflow:
         # rate-limit budgets (issue 33): a wait for budget the call cannot make in its attempt comes back and
         # waits on a timer; after one, the run's turns have slack for a wait inside the attempt (the call keeps
         # its own timeout); a worker without budgets never hands one back (slack 0: the timeout as before)
+        tools_seconds = self._turn_tools_seconds()
         turn = await self._budget_waits.turn(
             lambda slack: self._call(
                 ModelActivities.model_turn,
@@ -324,8 +329,9 @@ class AgentRunWorkflow:
                     position=self.state.message_count,
                     step=step,
                     output_retries_used=self.state.output_retries,
+                    tools_seconds=tools_seconds,
                 ),
-                timeout=self.config.model_timeout_seconds + slack,
+                timeout=self.config.model_timeout_seconds + slack + tools_seconds,
                 heartbeat=self.config.model_heartbeat_seconds,
                 retry=options.MODEL_RETRY,
                 summary=f"model turn {step} ({self.config.model})",
@@ -340,6 +346,29 @@ class AgentRunWorkflow:
         self.state.message_count += turn.appended
         self.state.usage = turn.usage
         return turn
+
+    def _turn_tools_seconds(self) -> float:
+        """The time a local step's model turn gets for running the turn's calls itself (one local
+        activity a step: docs/design.md §2): the longest of the agent's tools that could run so, and
+        the margin a tool activity gets; 0 when the workflow runs the calls, as before the patch."""
+        config = self.config
+        if not config.runs_locally():
+            return 0.0
+        longest = max(
+            (
+                spec.timeout_seconds
+                for spec in config.tools
+                if spec.subagent is None
+                and spec.mcp_server is None
+                and not spec.needs_approval
+                and not spec.approval_conditional
+                and config.runs_locally(spec.timeout_seconds)
+            ),
+            default=None,
+        )
+        if longest is None or not workflow.patched(LOCAL_STEP_PATCH):
+            return 0.0
+        return longest + options.TOOL_TIMEOUT_MARGIN_SECONDS
 
     # -- endings --------------------------------------------------------------------
     async def _abort(self) -> RunSummary:
@@ -905,6 +934,10 @@ call ran with them and got an invalid-arguments result)."""
 RECORD_FAILURE_PATCH = "record-last-error"
 STREAM_OUTCOME_PATCH = "stream-outcome-event"
 """A streamed run ends with one more store activity: its outcome in its event log."""
+
+LOCAL_STEP_PATCH = "local-step-runs-its-calls"
+"""A local step's model turn runs the turn's calls itself when none needs the workflow (an approval,
+a sub-agent, an MCP tool): one local activity a step (before: one for the turn and one a call)."""
 
 BATCH_STOPS_PATCH = "batch-stops-on-failure"
 """A call that fails the run cancels the rest of its batch (before: the later calls still ran)."""

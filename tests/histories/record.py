@@ -10,6 +10,7 @@ means in-flight runs would break on deploy; guard the change with
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import sys
 import tempfile
 import uuid
@@ -35,6 +36,9 @@ EXTRA = ("approvals_v2", "interrupt_v2", "fork_v2", "subagents_v3", "streamed_v4
 # v3: a parent with two sub-agents (child workflows), one gated: its pause relayed, approved
 # on the parent; the gated child's own history next to it. v5: the same, the parent passing
 # its AgentStore search attribute to its sub-agents' runs (patch "subagent-store-attribute").
+LOCAL = dataclasses.replace(agents.weather_agent, name="weather-local", activities="local")
+# v8: a local run whose steps run their calls in their model turns (patch "local-step-runs-its-calls");
+# local_steps_v7 is the same run recorded before that patch (at b3f5627), each call a local activity.
 
 
 async def main() -> None:
@@ -43,7 +47,7 @@ async def main() -> None:
         store = SqliteStore(Path(tmp) / "store.db")
         queue = f"record-{uuid.uuid4().hex[:6]}"
         all_agents = [agent for agent, _ in RUNS.values()] + [agents.payments_agent, agents.slow_agent]
-        all_agents.append(subagent_agents.lead)
+        all_agents += [subagent_agents.lead, LOCAL]
         async with build_worker(client, agents=all_agents, store=store, task_queue=queue):
             agent_client = AgentClient(client, store, queue)
             only = set(sys.argv[1:])
@@ -84,6 +88,9 @@ async def main() -> None:
                 paused = await agent_client.send("lead", "Rome", session_id="subagents_store_v5")
                 await agent_client.approve("subagents_store_v5", paused.approval_id)
                 await _save(client, "subagents_store_v5", "subagents_store_v5")
+            if not only or "local_steps_v8" in only:
+                await agent_client.send(LOCAL.name, "Book a table for 2 tonight", session_id="local_steps_v8")
+                await _save(client, "local_steps_v8", "local_steps_v8")
 
 
 async def _save(client: Client, name: str, workflow_id: str, run_id: str | None = None) -> None:
