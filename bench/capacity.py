@@ -7,7 +7,9 @@ the ideal wall time is steps × model seconds (every session's turns overlap). W
 over it goes: when each session's first model call was asked (after the batch began: the
 median and the last) and how long a session waits between the end of one model call and the
 start of its next (its tool step and the orchestration around both: median and 90th
-percentile). The modes
+percentile), and where a run's start goes: the median time after the batch began of each
+history event before its first model call (the run started, its workflow tasks and activities
+taken and done). The modes
 ``raw-local`` and ``raw-regular`` run the same sessions on the raw Temporal loop
 (``_raw_loop.py``: a model-like activity with the same latency and an instant tool-like one,
 no store), on a worker with the same tuning, side by side in the same run. The sessions are
@@ -102,10 +104,11 @@ def cpu_seconds(pid: int | None = None) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def task_timeouts(client: Client, workflow_ids: list[str]) -> int:
+async def task_timeouts(client: Client, workflow_ids: list[str]) -> tuple[int, list[list]]:
     """Workflow tasks of these runs that timed out while a worker held them (a busy worker
-    late with its task: the task is given again and the run replays)."""
-    late = 0
+    late with its task: the task is given again and the run replays), and each run's history
+    up to its first model call (``start_steps``)."""
+    late, histories = 0, []
     for workflow_id in workflow_ids:
         history = await client.get_workflow_handle(workflow_id).fetch_history()
         late += sum(
@@ -114,7 +117,41 @@ async def task_timeouts(client: Client, workflow_ids: list[str]) -> int:
             if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT
             and e.workflow_task_timed_out_event_attributes.timeout_type == TimeoutType.TIMEOUT_TYPE_START_TO_CLOSE
         )
-    return late
+        histories.append(list(history.events[:16]))
+    return late, histories
+
+
+START_STEPS = {
+    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED: "run started",
+    EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED: "workflow task {n} taken",
+    EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED: "workflow task {n} done",
+    EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED: "activity {n} scheduled",
+    EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED: "activity {n} taken",
+    EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED: "activity {n} done",
+}
+
+
+def start_steps(histories: list[list], calls: list[tuple[str, float]], ids: list[str], began: float) -> str:
+    """Where a run's start goes: the median time after the batch began of each history event
+    before the session's first model call was asked (then that call), as one line."""
+    first: dict[str, float] = {}
+    for sid, at in calls:
+        first[sid] = min(at, first.get(sid, at))
+    steps: dict[str, list[float]] = {}
+    for sid, events in zip(ids, histories, strict=True):
+        if sid not in first:
+            continue
+        seen: dict[EventType.ValueType, int] = {}
+        for e in events:
+            at = e.event_time.ToMicroseconds() / 1e6
+            if at > first[sid]:
+                break
+            if e.event_type not in START_STEPS:
+                continue
+            seen[e.event_type] = seen.get(e.event_type, 0) + 1
+            steps.setdefault(START_STEPS[e.event_type].format(n=seen[e.event_type]), []).append(at - began)
+        steps.setdefault("first model call asked", []).append(first[sid] - began)
+    return ", ".join(f"{name} {median(times):.2f}" for name, times in sorted(steps.items(), key=lambda s: median(s[1])))
 
 
 def timeline(calls: list[tuple[str, float]], ids: list[str], began: float, model_seconds: float) -> tuple[float, ...]:
@@ -280,9 +317,10 @@ async def main() -> None:
                     worker_cpu += sum(cpu_seconds(p.pid) for p in procs) - cpu[2]
                     worker_cpu += (clients.cpu if clients is not None else 0.0) - client_cpu
                     busy = (worker_cpu + server_cpu) / (wall * (os.cpu_count() or 1))
-                    late = await task_timeouts(client, ids)
+                    late, histories = await task_timeouts(client, ids)
                     calls = SLOW_MODEL_CALLS if mode.startswith("raw-") else model_call_starts()
                     when = timeline(calls, ids, began, opts.model_seconds)
+                    print(f"{mode:11} {n:4} sessions' start, s (median): {start_steps(histories, calls, ids, began)}")
                     rows.append((mode, n, wall, wall / ideal, steps / wall, rss_mb(), twice, late, busy, when))
                     print(
                         f"{mode:11} {n:4} sessions: {wall:6.1f} s ({wall / ideal:.2f}× ideal), "

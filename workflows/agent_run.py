@@ -281,6 +281,9 @@ class AgentRunWorkflow:
         inp = self.inp
         # a run started without saying (any client but ours): its attributes where the namespace has them
         ask = inp.search_attributes is None and workflow.patched(SEARCH_ATTRIBUTES_PATCH)
+        # our client's word that the agent steps locally: begin in this workflow task, the first
+        # model turn right after it (no activity task and no second workflow task before it)
+        local = bool(inp.begin_locally) and workflow.patched(LOCAL_BEGIN_PATCH)
         begun = await self._store(
             SessionActivities.begin_run,
             c.BeginRunInput(
@@ -292,6 +295,7 @@ class AgentRunWorkflow:
                 search_attributes=list(search.RUN_ATTRIBUTES) if ask else [],
             ),
             summary=f"begin run of {inp.agent}",
+            local=local,
         )
         if inp.search_attributes is None:  # decided once: continue-as-new and sub-agents carry it
             self._inp = inp.model_copy(update={"search_attributes": bool(begun.search_attributes)})
@@ -429,7 +433,9 @@ class AgentRunWorkflow:
     def session_id(self) -> str:
         return self.inp.session_id
 
-    async def _store(self, fn: Callable[[Any, In], Awaitable[Out]], arg: In, summary: str | None = None) -> Out:
+    async def _store(
+        self, fn: Callable[[Any, In], Awaitable[Out]], arg: In, summary: str | None = None, local: bool = False
+    ) -> Out:
         return await self._call(
             fn,
             arg,
@@ -437,7 +443,7 @@ class AgentRunWorkflow:
             heartbeat=options.STORE_HEARTBEAT_SECONDS,
             retry=options.STORE_RETRY,
             summary=summary,
-            local=self._config is not None and self._config.runs_locally(),  # begin_run: regular
+            local=local or (self._config is not None and self._config.runs_locally()),  # begin_run: as _begin says
         )
 
     async def _call(
@@ -934,6 +940,10 @@ call ran with them and got an invalid-arguments result)."""
 RECORD_FAILURE_PATCH = "record-last-error"
 STREAM_OUTCOME_PATCH = "stream-outcome-event"
 """A streamed run ends with one more store activity: its outcome in its event log."""
+
+LOCAL_BEGIN_PATCH = "begin-run-locally"
+"""A run whose input says its agent steps locally (``beginLocally``, from our client) begins with a
+local ``begin_run`` (before: always a regular one, as for any other run)."""
 
 LOCAL_STEP_PATCH = "local-step-runs-its-calls"
 """A local step's model turn runs the turn's calls itself when none needs the workflow (an approval,

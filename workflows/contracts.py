@@ -52,6 +52,11 @@ class AgentRunInput(RunRequest):
     ``temporal`` CLI): set them when the namespace has them registered, else warn and set none."""
     parent: SubagentParent | None = None
     """Set for a sub-agent's run (a child workflow): the run and call that started it."""
+    begin_locally: bool | None = None
+    """The starter's word that the agent's steps are local activities (``activities="local"`` or
+    ``"auto"``; ``AgentClient`` says so as it last saw a run of the agent): ``begin_run`` is then a
+    local activity too, in the run's first workflow task with its first model turn. None (any
+    other client): a regular activity. A wrong word changes how ``begin_run`` runs, not what it does."""
 
 
 class RunSummary(FormatModel):

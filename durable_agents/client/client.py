@@ -134,6 +134,9 @@ class AgentClient:
             raise ConfigurationError(f"summaries={summaries!r}: use 'agent-only' or 'first-line'")
         self._summaries = summaries
         self._attributes: tuple[bool, bool] | None = None  # (runs upsert theirs, AgentStore exists)
+        self._steps_locally: dict[str, bool] = {}
+        """Agent name → whether its runs stepped locally, as this client last saw one in the store
+        (told to the next run's start: ``AgentRunInput.begin_locally``)."""
         self._tracer_found = False
         self._tracer_value: Any = None
 
@@ -297,11 +300,19 @@ class AgentClient:
             "wait_outcome", start_workflow_operation=operation, result_type=Outcome
         )
         try:
-            return await self._await(session_id, "wait_outcome", None, first=started)
+            result = await self._await(session_id, "wait_outcome", None, first=started)
         except WorkflowAlreadyStartedError as e:
             with contextlib.suppress(WorkflowAlreadyStartedError):
                 await operation.workflow_handle()  # the same error, also set there: taken, not logged as lost
             raise await self._busy(run) from e
+        if agent not in self._steps_locally:  # a first run of the agent from this client: how did it step?
+            self._learn_steps(agent, self.store.load_header(session_id))
+        return result
+
+    def _learn_steps(self, agent: str, header: CheckpointHeader | None) -> None:
+        """Note whether ``agent``'s runs step locally, from a session's recorded run config."""
+        if header is not None and header.agent == agent and header.run_config is not None:
+            self._steps_locally[agent] = header.run_config.runs_locally()
 
     async def _new_run(
         self,
@@ -319,6 +330,7 @@ class AgentClient:
         """A run's workflow input and start options, once the session may take it (its input kept)."""
         header = self.store.load_header(session_id)
         _check_session_id(session_id, new=header is None)
+        self._learn_steps(agent, header)
         if header is not None and header.status == CheckpointStatus.AWAITING_APPROVAL and approval is None:
             raise SessionAwaitingApprovalError(session_id, header.approval_id)
         if header is not None and header.parent_session_id is not None:
@@ -343,6 +355,7 @@ class AgentClient:
             approval=approval,
             search_attributes=upserts,
             stream=stream or None,
+            begin_locally=self._steps_locally.get(agent) or None,
         )
         options: dict[str, Any] = {
             "id": session_id,
