@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 from datetime import timedelta
 
 import pytest
@@ -18,6 +17,7 @@ from durable_agents.activities.contracts import EXECUTE_TOOL, MODEL_TURN
 from durable_agents.checkpoint import FinishReason
 from durable_agents.errors import ConfigurationError
 from tests import agents
+from tests.activity_kinds import scheduled
 from tests.conftest import session_id
 
 LONG_BOOK = dataclasses.replace(agents.book_table, timeout_seconds=600.0)
@@ -32,18 +32,8 @@ def _agent(name: str, activities: str) -> Agent:
 
 async def _scheduled(client, workflow_id: str) -> tuple[list[str], list[str]]:
     """The activity types a run scheduled as regular activities, and as local ones (their markers)."""
-    history = await client.get_workflow_handle(workflow_id).fetch_history()
-    regular, local = [], []
-    for e in history.events:
-        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-            regular.append(e.activity_task_scheduled_event_attributes.activity_type.name)
-        elif (
-            e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
-            and e.marker_recorded_event_attributes.marker_name != "core_patch"  # a workflow.patched() marker
-        ):
-            data = e.marker_recorded_event_attributes.details["data"].payloads[0].data
-            local.append(json.loads(data)["activity_type"])
-    return regular, local
+    found = await scheduled(client, workflow_id)
+    return found.regular, found.local
 
 
 async def test_auto_runs_model_turns_store_steps_and_short_tools_locally_a_long_tool_as_a_regular_activity(

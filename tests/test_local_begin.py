@@ -11,8 +11,6 @@ import dataclasses
 import json
 from pathlib import Path
 
-from temporalio.api.enums.v1 import EventType
-
 from durable_agents import AgentClient
 from durable_agents.activities.contracts import BEGIN_RUN, EXECUTE_TOOL, MODEL_TURN
 from durable_agents.checkpoint import FinishReason, Role
@@ -20,6 +18,7 @@ from durable_agents.client.result import RunResult
 from durable_agents.workflows.agent_run import LOCAL_BEGIN_PATCH
 from durable_agents.workflows.contracts import AGENT_RUN_WORKFLOW, RunSummary
 from tests import agents
+from tests.activity_kinds import scheduled
 from tests.conftest import session_id
 
 LONG_BOOK = dataclasses.replace(agents.book_table, timeout_seconds=600.0)
@@ -37,25 +36,10 @@ ASK = "Book a table for 2 tonight"
 
 async def _start(client, workflow_id: str, run_id: str | None = None) -> tuple[list[str], list[str], int]:
     """The run's regular activities and local ones (their markers), in order, and how many
-    workflow tasks completed before its first model turn was recorded (a local activity's marker
-    follows the completion of the workflow task that ran it)."""
-    history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
-    regular, local, tasks, before_model = [], [], 0, None
-    for e in history.events:
-        if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
-            tasks += 1
-        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-            regular.append(e.activity_task_scheduled_event_attributes.activity_type.name)
-        elif (
-            e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
-            and e.marker_recorded_event_attributes.marker_name != "core_patch"
-        ):
-            data = e.marker_recorded_event_attributes.details["data"].payloads[0].data
-            local.append(json.loads(data)["activity_type"])
-        if before_model is None and MODEL_TURN in regular + local:
-            before_model = tasks
-    assert before_model is not None
-    return regular, local, before_model
+    workflow tasks completed before its first model turn was recorded."""
+    found = await scheduled(client, workflow_id, run_id)
+    assert found.tasks_before_model is not None
+    return found.regular, found.local, found.tasks_before_model
 
 
 def _shape(result: RunResult) -> list[tuple[Role, str | None]]:

@@ -7,16 +7,14 @@ asked again (no model turn paid twice), each tool call runs as its durability cl
 from __future__ import annotations
 
 import asyncio
-import json
 import signal
-
-from temporalio.api.enums.v1 import EventType
 
 from durable_agents import AgentClient
 from durable_agents.activities.contracts import BEGIN_RUN, MODEL_TURN
 from durable_agents.checkpoint import FinishReason, Role, SqliteStore
 from durable_agents.testing import CrashWindow, check_guarantees, infer_window
 from durable_agents.workflows.contracts import AGENT_RUN_WORKFLOW, RunSummary
+from tests.activity_kinds import scheduled
 from tests.conftest import session_id
 
 SHAPE = [Role.SYSTEM, Role.USER, Role.ASSISTANT, Role.TOOL, Role.TOOL, Role.ASSISTANT]
@@ -28,18 +26,8 @@ CASES = [
 
 
 async def _local_kinds(client, workflow_id: str) -> tuple[list[str], list[str]]:
-    history = await client.get_workflow_handle(workflow_id).fetch_history()
-    regular, local = [], []
-    for e in history.events:
-        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-            regular.append(e.activity_task_scheduled_event_attributes.activity_type.name)
-        elif (
-            e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
-            and e.marker_recorded_event_attributes.marker_name != "core_patch"
-        ):
-            data = e.marker_recorded_event_attributes.details["data"].payloads[0].data
-            local.append(json.loads(data)["activity_type"])
-    return regular, local
+    found = await scheduled(client, workflow_id)
+    return found.regular, found.local
 
 
 async def _case(env, make_worker, window: CrashWindow, agent: str) -> None:

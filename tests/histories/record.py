@@ -39,6 +39,8 @@ EXTRA = ("approvals_v2", "interrupt_v2", "fork_v2", "subagents_v3", "streamed_v4
 LOCAL = dataclasses.replace(agents.weather_agent, name="weather-local", activities="local")
 # v8: a local run whose steps run their calls in their model turns (patch "local-step-runs-its-calls");
 # local_steps_v7 is the same run recorded before that patch (at b3f5627), each call a local activity.
+# v9: a local run begun locally (patch "begin-run-locally": the client saw the agent step locally in an
+# earlier run, so it starts this one with beginLocally; begin_run runs in the first workflow task).
 
 
 async def main() -> None:
@@ -91,6 +93,10 @@ async def main() -> None:
             if not only or "local_steps_v8" in only:
                 await agent_client.send(LOCAL.name, "Book a table for 2 tonight", session_id="local_steps_v8")
                 await _save(client, "local_steps_v8", "local_steps_v8")
+            if not only or "local_begin_v9" in only:
+                await agent_client.send(LOCAL.name, "Book a table for 2 tonight", session_id="local_begin_first")
+                await agent_client.send(LOCAL.name, "Book a table for 2 tonight", session_id="local_begin_v9")
+                await _save(client, "local_begin_v9", "local_begin_v9")
 
 
 async def _save(client: Client, name: str, workflow_id: str, run_id: str | None = None) -> None:
