@@ -105,12 +105,12 @@ class ModelActivities:
             header = context.header
             moved = {"turn_position": context.position} if context.position != inp.position else {}
             inp = inp.model_copy(update={"position": context.position})
-            within = _model_share(inp)  # a local step's attempt holds its calls' time too
+            deadline = asyncio.timeout(_model_share(inp))  # a local step's attempt holds its calls' time too
             try:
-                async with asyncio.timeout(within):
+                async with deadline:
                     response = await self._generate(header, context.messages, inp, events)
             except TimeoutError as e:
-                if within is None:
+                if not deadline.expired():  # the provider's own TimeoutError
                     raise
                 raise ApplicationError(  # retried, as the activity's own timeout would be
                     f"session {inp.session_id!r} step {inp.step}: the model did not answer within the model "

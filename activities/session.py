@@ -32,7 +32,7 @@ from durable_agents.activities.contracts import (
 from durable_agents.activities.deps import ActivityDeps
 from durable_agents.activities.events import streams, write_events, write_events_now
 from durable_agents.activities.step_events import run_failed, run_started
-from durable_agents.activities.tools import CANCELLED
+from durable_agents.activities.tools import cancel_unrecorded
 from durable_agents.activities.transcript import input_key, new_input_after, pending_tool_calls, strip_system
 from durable_agents.activities.versioning import apply_agent_versioning
 from durable_agents.agent.agent import Agent
@@ -385,11 +385,7 @@ class SessionActivities:
 
         def write() -> int:
             store = self.deps.store
-            for index, call in enumerate(inp.batch):  # a call that has its result keeps it (first wins)
-                cancelled = Message.tool_result(call, CANCELLED, is_error=True)
-                store.record_tool_result(
-                    inp.session_id, inp.batch_start + index, cancelled, inp.batch_start, len(inp.batch)
-                )
+            cancel_unrecorded(self.deps, inp.session_id, inp.batch_start, inp.batch)
             header = self.deps.live_header(inp.session_id)
             store.append(
                 header.model_copy(

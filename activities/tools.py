@@ -283,19 +283,13 @@ class ToolActivities:
 
 
 def runs_in_turn(config: RunConfig, agent: Agent, calls: list[ToolCall]) -> bool:
-    """Whether a turn's calls can run in its model activity: each is one of the agent's own tools
-    (not an MCP tool, not a sub-agent) that runs as a local activity, and none waits for a person
-    (no approval, and no rule to ask a store about: the workflow holds those)."""
+    """Whether a turn's calls can all run in its model activity (:meth:`RunConfig.runs_in_turn`),
+    each with this worker's tool of its name."""
     specs = {spec.name: spec for spec in config.tools}
-    for call in calls:
-        spec = specs.get(call.name)
-        if spec is None or spec.subagent is not None or spec.mcp_server is not None:
-            return False
-        if spec.needs_approval or spec.approval_conditional or not config.runs_locally(spec.timeout_seconds):
-            return False
-        if agent.tool_named(call.name) is None:
-            return False
-    return True
+    return all(
+        (spec := specs.get(call.name)) is not None and config.runs_in_turn(spec) and agent.tool_named(call.name)
+        for call in calls
+    )
 
 
 async def run_in_turn(
@@ -304,7 +298,7 @@ async def run_in_turn(
     """Run a local step's calls in its model activity, each exactly as its own ``execute_tool``
     would (at most once, its result recorded by position, its events written), at most
     ``tool_concurrency`` at once: one local activity a step instead of one for the turn and one
-    a call (docs/design.md §2). Returns the message count after the last result; None when a call
+    a call (docs/design.md §3). Returns the message count after the last result; None when a call
     is left to the workflow, which then schedules the turn's calls as their own activities (the
     recorded ones return their result without running): a call whose timeout does not fit in
     what is left of this attempt, or one whose own activity would have been retried (a store
@@ -367,11 +361,13 @@ async def run_in_turn(
 
 
 async def _cancel_unrecorded(deps: ActivityDeps, requests: list[ExecuteToolInput]) -> None:
-    """Every call of the batch without a result gets ``cancelled`` (a recorded result stays: first wins)."""
+    first = requests[0]
+    await deps.in_store(cancel_unrecorded, deps, first.session_id, first.batch_start, [r.call for r in requests])
 
-    def write() -> None:
-        for inp in requests:
-            cancelled = Message.tool_result(inp.call, CANCELLED, is_error=True)
-            deps.store.record_tool_result(inp.session_id, inp.position, cancelled, inp.batch_start, len(inp.batch))
 
-    await deps.in_store(write)
+def cancel_unrecorded(deps: ActivityDeps, session_id: str, batch_start: int, calls: list[ToolCall]) -> None:
+    """Every call of the batch at ``batch_start`` without a result gets ``cancelled`` (a recorded
+    result stays: the first recorded wins). In a store call."""
+    for index, call in enumerate(calls):
+        cancelled = Message.tool_result(call, CANCELLED, is_error=True)
+        deps.store.record_tool_result(session_id, batch_start + index, cancelled, batch_start, len(calls))

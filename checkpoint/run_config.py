@@ -113,3 +113,15 @@ class RunConfig(FormatModel):
         if mode == "auto":
             return tool_timeout is None or tool_timeout <= AUTO_LOCAL_TOOL_SECONDS
         return mode == "local"
+
+    def runs_in_turn(self, spec: ToolSpec) -> bool:
+        """Whether a call of this tool can run in its local step's model turn (one local activity
+        a step): a tool of the agent's own (not an MCP tool, not a sub-agent) that runs locally and
+        waits for no one (no approval, no approval rule: the workflow holds those)."""
+        return (
+            spec.subagent is None
+            and spec.mcp_server is None
+            and not spec.needs_approval
+            and not spec.approval_conditional
+            and self.runs_locally(spec.timeout_seconds)
+        )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 
 import pytest
@@ -106,15 +107,21 @@ async def test_awaiting_approval_refuses_new_input_and_calls_nothing(run_worker,
     assert model_calls(sid) == [] and agents.CALL_LOG == []
 
 
-async def test_busy_session_and_interrupt(run_worker, store):
+SLOW_LOCAL = dataclasses.replace(agents.slow_agent, name="slow-local", activities="local")
+"""The same agent on local activities: its calls run in the model turn (a local step)."""
+
+
+@pytest.mark.parametrize("agent", [agents.slow_agent, SLOW_LOCAL], ids=["regular", "local"])
+async def test_busy_session_and_interrupt(agent, run_worker, store):
     sid = session_id()
-    async with run_worker([agents.slow_agent]) as client:
-        handle = await client.start("slow", "Do the slow thing", session_id=sid)
+    agents.CALL_LOG.clear()
+    async with run_worker([agent]) as client:
+        handle = await client.start(agent.name, "Do the slow thing", session_id=sid)
         while not any(n == "slow_tool" for n, _, _ in agents.CALL_LOG):
             await asyncio.sleep(0.05)
         with pytest.raises(SessionBusyError):
-            await client.send("slow", "Are you done?", session_id=sid)
-        result = await client.send("slow", "Stop, do something else.", session_id=sid, interrupt=True)
+            await client.send(agent.name, "Are you done?", session_id=sid)
+        result = await client.send(agent.name, "Stop, do something else.", session_id=sid, interrupt=True)
         aborted = await handle.result()
     assert aborted.finish_reason == FinishReason.ABORTED
     assert [m.role for m in result.messages] == [

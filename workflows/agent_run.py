@@ -358,18 +358,7 @@ class AgentRunWorkflow:
         config = self.config
         if not config.runs_locally():
             return 0.0
-        longest = max(
-            (
-                spec.timeout_seconds
-                for spec in config.tools
-                if spec.subagent is None
-                and spec.mcp_server is None
-                and not spec.needs_approval
-                and not spec.approval_conditional
-                and config.runs_locally(spec.timeout_seconds)
-            ),
-            default=None,
-        )
+        longest = max((spec.timeout_seconds for spec in config.tools if config.runs_in_turn(spec)), default=None)
         if longest is None or not workflow.patched(LOCAL_STEP_PATCH):
             return 0.0
         return longest + options.TOOL_TIMEOUT_MARGIN_SECONDS
