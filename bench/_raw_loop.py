@@ -4,12 +4,21 @@ Per step one model-like activity (in: the last tool result, ~1 KB; out: a ~1 KB
 turn with a tool call) and one tool-like activity (out: a ~1 KB result), as
 regular or local activities. No store, no checkpoint, no guarantees beyond
 Temporal's own. A module of its own so the workflow sandbox can import it.
+
+``RawRun(stored=True)``: the same loop plus the store work our guarantees rest on and
+nothing else (``compare.py``'s floor with a store): per step one read and three durable
+SQLite commits, as durable-agents makes them (docs/design.md §3) — the model turn reads
+the session and stores its turn with the session's header, the tool call records its
+start before it runs, then its result with the header. Same SQLite settings as
+``SqliteStore`` (WAL, ``synchronous=NORMAL``), on the worker's event loop as it does; no
+history ring, no event log, no pydantic, no typed errors.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 import time
 from dataclasses import dataclass
 from datetime import timedelta
@@ -25,6 +34,8 @@ class RawRun:
     local: bool
     model_seconds: float = 0.0
     """The model-like activity's latency (``capacity.py``); 0: instant."""
+    stored: bool = False
+    """Each step's turn, tool start and tool result written to the floor's store (``use_floor_store``)."""
 
 
 @dataclass
@@ -56,6 +67,109 @@ async def raw_tool_call(n: int) -> str:
     return json.dumps({"n": n, "pad": PAD})
 
 
+class _FloorStore:
+    """One SQLite file: a session row with its header, messages by position, tool markers."""
+
+    def __init__(self, path: str) -> None:
+        self.db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=NORMAL")
+        self.db.executescript(
+            "CREATE TABLE IF NOT EXISTS sessions (session_id TEXT PRIMARY KEY, header TEXT NOT NULL,"
+            " message_count INTEGER NOT NULL);"
+            "CREATE TABLE IF NOT EXISTS messages (session_id TEXT NOT NULL, position INTEGER NOT NULL,"
+            " body TEXT NOT NULL, PRIMARY KEY (session_id, position));"
+            "CREATE TABLE IF NOT EXISTS markers (session_id TEXT NOT NULL, position INTEGER NOT NULL,"
+            " starts INTEGER NOT NULL, result TEXT, PRIMARY KEY (session_id, position));"
+        )
+
+    def read(self, sid: str) -> tuple[dict, str | None]:
+        """The session's header and its last message (one snapshot)."""
+        self.db.execute("BEGIN")
+        try:
+            row = self.db.execute("SELECT header, message_count FROM sessions WHERE session_id = ?", (sid,)).fetchone()
+            if row is None:
+                return {"sessionId": sid, "messageCount": 0, "stepIndex": 0, "pad": PAD}, None
+            last = self.db.execute(
+                "SELECT body FROM messages WHERE session_id = ? AND position = ?", (sid, row[1] - 1)
+            ).fetchone()
+            return json.loads(row[0]), last[0]
+        finally:
+            self.db.execute("COMMIT")
+
+    def append(self, sid: str, header: dict, body: str, marker: tuple[int, str] | None = None) -> int:
+        """``body`` appended with the header that counts it (and a call's result kept), in one commit."""
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            row = self.db.execute("SELECT message_count FROM sessions WHERE session_id = ?", (sid,)).fetchone()
+            position = row[0] if row else 0
+            if marker is not None:
+                self.db.execute(
+                    "UPDATE markers SET result = COALESCE(result, ?) WHERE session_id = ? AND position = ?",
+                    (marker[1], sid, marker[0]),
+                )
+            self.db.execute("INSERT INTO messages VALUES (?, ?, ?)", (sid, position, body))
+            header = {**header, "messageCount": position + 1, "updatedAt": time.time()}
+            self.db.execute(
+                "INSERT INTO sessions VALUES (?, ?, ?) ON CONFLICT (session_id)"
+                " DO UPDATE SET header = excluded.header, message_count = excluded.message_count",
+                (sid, json.dumps(header), position + 1),
+            )
+            self.db.execute("COMMIT")
+            return position
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+
+    def started(self, sid: str) -> tuple[dict, int, int]:
+        """Read the session and record the next call's start before it runs, in one commit: the
+        header, the call's result position and how many starts came before."""
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            header, position = self.db.execute(
+                "SELECT header, message_count FROM sessions WHERE session_id = ?", (sid,)
+            ).fetchone()
+            (starts,) = self.db.execute(
+                "INSERT INTO markers VALUES (?, ?, 1, NULL) ON CONFLICT (session_id, position)"
+                " DO UPDATE SET starts = starts + 1 RETURNING starts",
+                (sid, position),
+            ).fetchone()
+            self.db.execute("COMMIT")
+            return json.loads(header), position, starts - 1
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+
+
+_FLOOR: list[_FloorStore] = []
+
+
+def use_floor_store(path: str) -> None:
+    """Where ``RawRun(stored=True)`` loops keep their steps (this process's workers)."""
+    _FLOOR[:] = [_FloorStore(path)]
+
+
+@activity.defn(name="raw-model-turn-stored")
+async def raw_model_turn_stored(last_result: str) -> RawTurn:
+    """``raw_model_turn`` between a read of the session and its turn's durable write."""
+    store, sid = _FLOOR[0], activity.info().workflow_id
+    header, _ = store.read(sid)
+    turn = await raw_model_turn(last_result)
+    header["stepIndex"] += 1
+    store.append(sid, header, json.dumps({"role": "assistant", "content": turn.text, "call": turn.tool_call}))
+    return turn
+
+
+@activity.defn(name="raw-tool-call-stored")
+async def raw_tool_call_stored(n: int) -> str:
+    """``raw_tool_call`` with its start recorded before it runs and its result after."""
+    store, sid = _FLOOR[0], activity.info().workflow_id
+    header, position, _ = store.started(sid)
+    result = await raw_tool_call(n)
+    store.append(sid, header, json.dumps({"role": "tool", "content": result}), (position, result))
+    return result
+
+
 @workflow.defn(name="RawAgentLoop")
 class RawAgentLoop:
     @workflow.run
@@ -66,10 +180,10 @@ class RawAgentLoop:
             if run.model_seconds:
                 turn = await self._call(raw_slow_model_turn, [last, run.model_seconds], run.local)
             else:
-                turn = await self._call(raw_model_turn, [last], run.local)
+                turn = await self._call(raw_model_turn_stored if run.stored else raw_model_turn, [last], run.local)
             if step == run.steps:
                 return step + 1
-            last = await self._call(raw_tool_call, [turn.tool_call], run.local)
+            last = await self._call(raw_tool_call_stored if run.stored else raw_tool_call, [turn.tool_call], run.local)
         return run.steps + 1
 
     @staticmethod

@@ -12,6 +12,10 @@ tool result:
   a tool-like activity per step (``_raw_loop.py``), in Temporal's workflow sandbox
   (the default); ``…, no sandbox``: the same on an unsandboxed worker (durable-agents'
   workflows run unsandboxed: ``workflows/options.py``);
+- ``raw regular + store`` / ``raw local + store``: the unsandboxed raw loop plus the store
+  work durable-agents' guarantees rest on and nothing else (``_raw_loop.py``, ``stored``):
+  a read and three durable SQLite commits per step. What durable-agents costs above this
+  floor is its own code, not the guarantees' writes;
 - ``durable-agents regular`` / ``local`` / ``auto``: ``Agent(activities=…)`` with an
   instant model (``_agents.py``) and an at-most-once no-op tool (default timeout: local
   in ``auto``), SQLite store; ``local`` and ``auto`` against the raw local loop;
@@ -43,7 +47,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _agents import LIMIT, bench_agent
-from _raw_loop import RawAgentLoop, RawRun, raw_model_turn, raw_tool_call
+from _raw_loop import (
+    RawAgentLoop,
+    RawRun,
+    raw_model_turn,
+    raw_model_turn_stored,
+    raw_tool_call,
+    raw_tool_call_stored,
+    use_floor_store,
+)
 from temporalio.client import Client
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
@@ -92,13 +104,19 @@ class System:
         self.history_bytes = sum(e.ByteSize() for e in history.events) / (LIMIT["steps"] + 1)
 
 
-async def raw_system(client: Client, queue: str, local: bool, sandboxed: bool = True) -> System:
+async def raw_system(client: Client, queue: str, local: bool, sandboxed: bool = True, stored: bool = False) -> System:
     async def run(workflow_id: str) -> int:
         return await client.execute_workflow(
-            RawAgentLoop.run, RawRun(steps=LIMIT["steps"], local=local), id=workflow_id, task_queue=queue
+            RawAgentLoop.run,
+            RawRun(steps=LIMIT["steps"], local=local, stored=stored),
+            id=workflow_id,
+            task_queue=queue,
         )
 
-    name = ("raw local" if local else "raw regular") + ("" if sandboxed else ", no sandbox")
+    kind = "raw local" if local else "raw regular"
+    if stored:
+        return System(f"{kind} + store", f"{kind}, no sandbox", run, client)
+    name = kind + ("" if sandboxed else ", no sandbox")
     return System(name, name, run, client)
 
 
@@ -161,6 +179,14 @@ def report(systems: list[System], opts: argparse.Namespace) -> None:
                 f"durable-agents {mode} ÷ raw {BASELINE[mode]}, no sandbox: ms/step {ms:.2f}×, "
                 f"CPU ms/step {cpu:.2f}×, steps/s {sps:.2f}×"
             )
+        floor = by_name.get(f"raw {BASELINE[mode]} + store")
+        if ours and floor:
+            print(
+                f"durable-agents {mode} ÷ raw {BASELINE[mode]} + store: ms/step "
+                f"{statistics.median(ours.ms_per_step) / statistics.median(floor.ms_per_step):.2f}×, CPU ms/step "
+                f"{statistics.median(ours.cpu_ms_per_step) / statistics.median(floor.cpu_ms_per_step):.2f}×, "
+                f"steps/s {max(ours.steps_per_s) / max(floor.steps_per_s):.2f}×"
+            )
     if "pydantic-ai regular" not in by_name:
         print("\npydantic-ai: not installed (pip install -e '.[bench]' adds pydantic-ai-slim[temporal])")
 
@@ -177,6 +203,7 @@ async def main() -> None:
     with tempfile.TemporaryDirectory() as tmp, DevServer(ui=False, db_file=None) as server:
         client = await Client.connect(server.address, data_converter=data_converter())
         store = SqliteStore(Path(tmp) / "store.db")
+        use_floor_store(str(Path(tmp) / "floor.db"))
         raw_queue, da_queue = f"bench-raw-{uuid.uuid4().hex[:6]}", f"bench-da-{uuid.uuid4().hex[:6]}"
         bare_queue = f"{raw_queue}-bare"
         async with contextlib.AsyncExitStack() as stack:
@@ -186,7 +213,7 @@ async def main() -> None:
                         client,
                         task_queue=queue,
                         workflows=[RawAgentLoop],
-                        activities=[raw_model_turn, raw_tool_call],
+                        activities=[raw_model_turn, raw_tool_call, raw_model_turn_stored, raw_tool_call_stored],
                         max_concurrent_activities=200,
                         **runner,
                     )
@@ -199,6 +226,8 @@ async def main() -> None:
                 await raw_system(client, raw_queue, True),
                 await raw_system(client, bare_queue, False, sandboxed=False),
                 await raw_system(client, bare_queue, True, sandboxed=False),
+                await raw_system(client, bare_queue, False, sandboxed=False, stored=True),
+                await raw_system(client, bare_queue, True, sandboxed=False, stored=True),
                 *(durable_system(client, da, mode) for mode in MODES),
             ]
             pyd = None if opts.no_pydantic_ai else await pydantic_ai_system(server.address, stack)
