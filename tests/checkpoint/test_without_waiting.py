@@ -11,6 +11,7 @@ import pytest
 
 from durable_agents.checkpoint import Checkpoint, CheckpointStatus, FileStore, Message, SqliteStore
 from durable_agents.checkpoint.format import Role
+from durable_agents.checkpoint.stores import sqlite as sqlite_store
 from durable_agents.checkpoint.stores.base import WouldWait
 from durable_agents.checkpoint.stores.sqlite import BUSY_TIMEOUT_MS
 
@@ -135,3 +136,54 @@ def test_reads_inside_reading_see_one_snapshot(store):
         assert store.load_header("s").message_count == 2
     finally:
         other.close()
+
+
+def test_a_commit_leaves_the_wal_checkpoint_to_a_background_thread(tmp_path, monkeypatch) -> None:
+    """Copying the WAL into the database file (reads, writes, two fsyncs: 1–15 ms) would stall
+    a worker's event loop if its commit did it, as SQLite does every 1,000 pages by default.
+    The background thread does it, and the WAL stays as small as SQLite's own checkpoints kept
+    it (the commits' fallback is ~40 MB: a WAL that large means the thread did not work)."""
+    store = SqliteStore(tmp_path / "s.db")
+    assert _pragma(store, "wal_autocheckpoint") == sqlite_store.FALLBACK_AUTOCHECKPOINT
+    threads: list[str] = []
+    checkpoint = SqliteStore._checkpoint
+
+    def recorded(self: SqliteStore) -> None:
+        threads.append(threading.current_thread().name)
+        checkpoint(self)
+
+    monkeypatch.setattr(SqliteStore, "_checkpoint", recorded)
+    _session(store)
+    for i in range(800):  # ~8 pages a save: ~6,400 WAL frames (25 MB) if nothing checkpointed
+        header = store.load_header("s")
+        assert header is not None
+        count = header.message_count
+        store.append(
+            header.model_copy(update={"message_count": count + 1, "updated_at": None}),
+            count,
+            [Message(role=Role.ASSISTANT, content=f"turn {i} " + "x" * 1000)],
+        )
+    sqlite_store._checkpointer().submit(lambda: None).result()  # the last one asked for is done
+    assert len(threads) >= 800 // sqlite_store.CHECKPOINT_EVERY - 1
+    assert all(name.startswith("durable-agents-sqlite-checkpoint") for name in threads), threads
+    wal = (tmp_path / "s.db-wal").stat().st_size
+    assert wal < 8 * 1024 * 1024, wal
+    store.close()
+    reopened = SqliteStore(tmp_path / "s.db")
+    assert len(reopened.load_messages("s")) == 801
+    reopened.close()
+
+
+def test_a_background_checkpoint_of_a_deleted_store_file_does_not_create_it_again(tmp_path) -> None:
+    store = SqliteStore(tmp_path / "s.db")
+    _session(store)
+    for suffix in ("", "-wal", "-shm"):
+        (tmp_path / f"s.db{suffix}").unlink(missing_ok=True)
+    store._checkpoint()  # what the thread runs: it cannot open the file, and says so in the debug log only
+    assert not (tmp_path / "s.db").exists()
+    store.close()
+
+
+def _pragma(store: SqliteStore, name: str) -> int:
+    with store._open(write=False) as cur:
+        return cur.execute(f"PRAGMA {name}").fetchone()[0]
