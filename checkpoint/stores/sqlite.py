@@ -64,6 +64,10 @@ thread, inside ``without_waiting``, it does not wait)."""
 CHECKPOINT_EVERY = 100
 """Write commits between two background checkpoints of a store's WAL (≈ SQLite's own default
 of 1,000 pages: a step's commit writes about ten)."""
+CHECKPOINT_PASSES = 3
+CATCH_UP_FRAMES = 64
+"""The background thread checkpoints again (up to ``CHECKPOINT_PASSES`` times) while its last
+pass copied this many frames or more, so the commit that finishes the job copies only a few."""
 FALLBACK_AUTOCHECKPOINT = 10_000
 """WAL pages (≈ 40 MB) past which a commit checkpoints itself, as SQLite does by default at
 1,000: only when the background checkpoints fell that far behind or failed."""
@@ -207,7 +211,12 @@ class SqliteStore(SqlStore):
             # mode=rw: a file deleted meanwhile is not created again (the store's next write says it is gone)
             db = sqlite3.connect(f"file:{quote(self._location)}?mode=rw", uri=True, timeout=0, isolation_level=None)
             try:
-                db.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                copied = 0
+                for _ in range(CHECKPOINT_PASSES):  # each copies what was committed during the last
+                    busy, _, done = db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                    if busy or done - copied < CATCH_UP_FRAMES:
+                        break
+                    copied = done
             finally:
                 db.close()
             self._catch_up = True
