@@ -24,7 +24,9 @@ tool result:
 
 Printed: ms per step (one session at a time; median of the rounds), the process's CPU ms
 per step (same sessions), steps/s
-with ``--sessions`` concurrent sessions (best round), Temporal history bytes
+with ``--sessions`` concurrent sessions (best round; the CPU ms per step meanwhile, median,
+in the ratio lines: one process does at most about one core of Python, so steps/s there
+follows it), Temporal history bytes
 per step, and each figure's ratio to the raw loop of the same activity mode.
 A step is one model turn; a run is ``--steps`` tool steps and a last turn.
 """
@@ -83,6 +85,8 @@ class System:
     """This process's CPU time (all its threads: client, workers) per step of one session: what
     a step costs the host, and steadier than wall time when the machine is shared."""
     steps_per_s: list[float] = field(default_factory=list)
+    concurrent_cpu_ms: list[float] = field(default_factory=list)
+    """The process's CPU ms per step while ``--sessions`` sessions run at once."""
     history_bytes: float = 0.0
     last_id: str = ""
 
@@ -94,10 +98,11 @@ class System:
         self.cpu_ms_per_step.append((time.process_time() - cpu) * 1000 / steps)
 
     async def concurrently(self, sessions: int) -> None:
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         ids = [f"{self.name.replace(' ', '-')}-c-{uuid.uuid4().hex[:8]}" for _ in range(sessions)]
         steps = sum(await asyncio.gather(*(self.run(i) for i in ids)))
         self.steps_per_s.append(steps / (time.perf_counter() - started))
+        self.concurrent_cpu_ms.append((time.process_time() - cpu) * 1000 / steps)
 
     async def measure_history(self) -> None:
         history = await self.client.get_workflow_handle(self.last_id).fetch_history()
@@ -175,9 +180,10 @@ def report(systems: list[System], opts: argparse.Namespace) -> None:
             ms = statistics.median(ours.ms_per_step) / statistics.median(bare.ms_per_step)
             sps = max(ours.steps_per_s) / max(bare.steps_per_s)
             cpu = statistics.median(ours.cpu_ms_per_step) / statistics.median(bare.cpu_ms_per_step)
+            busy = statistics.median(ours.concurrent_cpu_ms) / statistics.median(bare.concurrent_cpu_ms)
             print(
                 f"durable-agents {mode} ÷ raw {BASELINE[mode]}, no sandbox: ms/step {ms:.2f}×, "
-                f"CPU ms/step {cpu:.2f}×, steps/s {sps:.2f}×"
+                f"CPU ms/step {cpu:.2f}×, steps/s {sps:.2f}× (CPU ms/step meanwhile {busy:.2f}×)"
             )
         floor = by_name.get(f"raw {BASELINE[mode]} + store")
         if ours and floor:
@@ -185,7 +191,8 @@ def report(systems: list[System], opts: argparse.Namespace) -> None:
                 f"durable-agents {mode} ÷ raw {BASELINE[mode]} + store: ms/step "
                 f"{statistics.median(ours.ms_per_step) / statistics.median(floor.ms_per_step):.2f}×, CPU ms/step "
                 f"{statistics.median(ours.cpu_ms_per_step) / statistics.median(floor.cpu_ms_per_step):.2f}×, "
-                f"steps/s {max(ours.steps_per_s) / max(floor.steps_per_s):.2f}×"
+                f"steps/s {max(ours.steps_per_s) / max(floor.steps_per_s):.2f}× (CPU ms/step meanwhile "
+                f"{statistics.median(ours.concurrent_cpu_ms) / statistics.median(floor.concurrent_cpu_ms):.2f}×)"
             )
     if "pydantic-ai regular" not in by_name:
         print("\npydantic-ai: not installed (pip install -e '.[bench]' adds pydantic-ai-slim[temporal])")
@@ -242,7 +249,12 @@ async def main() -> None:
             for r in range(opts.concurrent_rounds):
                 for s in systems[r % len(systems) :] + systems[: r % len(systems)]:
                     await s.concurrently(opts.sessions)
-                print(f"concurrent round {r + 1}: " + ", ".join(f"{s.name} {s.steps_per_s[-1]:.0f}" for s in systems))
+                print(
+                    f"concurrent round {r + 1}: "
+                    + ", ".join(
+                        f"{s.name} {s.steps_per_s[-1]:.0f} ({s.concurrent_cpu_ms[-1]:.1f} CPU ms)" for s in systems
+                    )
+                )
             for s in systems:
                 await s.measure_history()
         store.close()
