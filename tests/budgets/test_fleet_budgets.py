@@ -11,8 +11,10 @@ from datetime import UTC
 import pytest
 from temporalio.api.enums.v1 import EventType
 
+from durable_agents.activities import budget_wait
 from durable_agents.checkpoint.format import FinishReason
 from durable_agents.providers.budgets import Budget, FairShare
+from durable_agents.workflows import budget_waits
 from tests.budgets.agents import BUDGETED, agent
 
 MODEL = "anthropic:claude-fake"
@@ -163,13 +165,16 @@ async def test_a_waiting_call_shows_in_current_details_and_heartbeats(rate_limit
     assert (failed, timers, signals) == (["BudgetWait"], 1, ["budget_wait"])
 
 
-@pytest.mark.slow
-async def test_a_wait_longer_than_the_attempts_slack_waits_on_a_timer(rate_limited, run_worker):
-    """One call a 40 s window, three calls: the second hands its wait back at once (no slack
+async def test_a_wait_longer_than_the_attempts_slack_waits_on_a_timer(rate_limited, run_worker, monkeypatch):
+    """One call an 8 s window, three calls: the second hands its wait back at once (no slack
     yet); the third waits its slack in its activity, then hands the rest back. Each wait is a
-    timer, none a failed attempt of the call: the run ends with every call made once."""
+    timer, none a failed attempt of the call: the run ends with every call made once. (The
+    slack is 30 s; 3 s here, so that a wait longer than it takes seconds, not minutes, and the
+    wait in the activity is said to the run after 1 s of it instead of 2 s.)"""
+    monkeypatch.setattr(budget_waits, "BUDGET_WAIT_SLACK_SECONDS", 3.0)
+    monkeypatch.setattr(budget_wait, "NOTICE_AFTER_SECONDS", 1.0)
     fake = rate_limited(requests_per_window=100, window=60.0, tool_turns=2)
-    budget = Budget(MODEL, requests_per_minute=1, window_seconds=40.0)
+    budget = Budget(MODEL, requests_per_minute=1, window_seconds=8.0)
     async with run_worker([BUDGETED], budgets=[budget]) as client:
         session = sid()
         result = await client.send("budgeted", session, session_id=session)
