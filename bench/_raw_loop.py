@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
+import threading
 import time
 from dataclasses import dataclass
 from datetime import timedelta
@@ -170,11 +171,45 @@ async def raw_tool_call_stored(n: int) -> str:
     return result
 
 
+def keep_input(path: str, workflow_id: str) -> None:
+    """What our client does before it starts a run, and nothing more (``capacity.py``'s
+    ``raw-local-start``): the run's ~1 KB input written to a SQLite file, one durable commit."""
+    db = _INPUTS.get(path)
+    if db is None:
+        db = _INPUTS[path] = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        db.execute("PRAGMA busy_timeout=10000")
+        db.execute("CREATE TABLE IF NOT EXISTS floor_inputs (workflow_id TEXT PRIMARY KEY, body TEXT NOT NULL)")
+    with _INPUTS_LOCK:
+        db.execute("BEGIN IMMEDIATE")
+        db.execute("INSERT INTO floor_inputs VALUES (?, ?)", (workflow_id, json.dumps({"input": PAD})))
+        db.execute("COMMIT")
+
+
+_INPUTS: dict[str, sqlite3.Connection] = {}
+_INPUTS_LOCK = threading.Lock()
+
+
 @workflow.defn(name="RawAgentLoop")
 class RawAgentLoop:
+    def __init__(self) -> None:
+        self._turns: int | None = None
+
+    @workflow.update(name="wait_end")
+    async def wait_end(self) -> int:
+        """The run's model turns once it ends: what update-with-start waits for (``raw-local-start``)."""
+        await workflow.wait_condition(lambda: self._turns is not None)
+        assert self._turns is not None
+        return self._turns
+
     @workflow.run
     async def run(self, run: RawRun) -> int:
         """``run.steps`` tool steps, then a last model turn; returns the model turns (steps + 1)."""
+        self._turns = await self._loop(run)
+        return self._turns
+
+    async def _loop(self, run: RawRun) -> int:
         last = "go"
         for step in range(run.steps + 1):
             if run.model_seconds:

@@ -12,7 +12,9 @@ history event before its first model call (the run started, its workflow tasks a
 taken and done). The modes
 ``raw-local`` and ``raw-regular`` run the same sessions on the raw Temporal loop
 (``_raw_loop.py``: a model-like activity with the same latency and an instant tool-like one,
-no store), on a worker with the same tuning, side by side in the same run. The sessions are
+no store), on a worker with the same tuning, side by side in the same run; ``raw-local-start``
+is the raw local loop started as our client starts a run (the input written to the store file,
+then update-with-start: the floor of a run's start, with --client-process). The sessions are
 sent from the worker's process, or with --client-process from a process of their own (as an
 application's server sends them; ``_capacity_clients.py``), ours and the raw loop's alike.
 
@@ -235,7 +237,9 @@ async def main() -> None:
     parser.add_argument(
         "--mode",
         default="raw-local,local,raw-regular,regular",
-        help="of regular, local, auto, and the raw Temporal loop: raw-regular, raw-local",
+        help="of regular, local, auto, and the raw Temporal loop: raw-regular, raw-local, and raw-local-start "
+        "(the raw local loop started as our client starts a run: its input written to the store, then "
+        "update-with-start; with --client-process)",
     )
     parser.add_argument(
         "--task-timeout", type=float, help="AgentClient(workflow_task_timeout=…) seconds (default: Temporal's 10)"
@@ -289,6 +293,10 @@ async def main() -> None:
             async def run_raw(mode: str, ids: list[str]) -> tuple[int, int]:
                 if clients is not None:
                     return (await clients.send(mode, ids, opts))["steps"], 0
+                if mode == "raw-local-start":
+                    raise SystemExit(
+                        "--mode raw-local-start needs --client-process (it starts runs as our client does)"
+                    )
                 run = RawRun(steps=opts.steps - 1, local=mode == "raw-local", model_seconds=opts.model_seconds)
                 turns = await asyncio.gather(
                     *(client.execute_workflow(RawAgentLoop.run, run, id=i, task_queue=raw_queue) for i in ids)
