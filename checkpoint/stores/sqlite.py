@@ -248,6 +248,7 @@ class SqliteStore(SqlStore):
 
 _pool: list[ThreadPoolExecutor] = []
 _pool_lock = threading.Lock()
+os.register_at_fork(after_in_child=_pool.clear)  # a forked child has no thread of its parent's pool
 
 
 def _checkpointer() -> ThreadPoolExecutor:

@@ -3,6 +3,7 @@ only when they cannot wait, and a call that would wait changes nothing and says 
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 import time
@@ -187,3 +188,19 @@ def test_a_background_checkpoint_of_a_deleted_store_file_does_not_create_it_agai
 def _pragma(store: SqliteStore, name: str) -> int:
     with store._open(write=False) as cur:
         return cur.execute(f"PRAGMA {name}").fetchone()[0]
+
+
+def test_a_forked_process_gets_a_checkpoint_thread_of_its_own() -> None:
+    """A process forked after its parent's checkpoint thread started (a multiprocessing worker,
+    a pre-forking server) has no such thread: its checkpoints would wait forever in the
+    parent's pool, and its WAL grow to the fallback."""
+    sqlite_store._checkpointer().submit(lambda: None).result()  # the parent's thread is running
+    pid = os.fork()
+    if pid == 0:  # the child: exits 0 only if a checkpoint job runs
+        try:
+            sqlite_store._checkpointer().submit(lambda: None).result(timeout=10)
+        except BaseException:
+            os._exit(1)
+        os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
