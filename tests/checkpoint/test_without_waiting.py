@@ -3,6 +3,7 @@ only when they cannot wait, and a call that would wait changes nothing and says 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
@@ -142,8 +143,9 @@ def test_reads_inside_reading_see_one_snapshot(store):
 def test_a_commit_leaves_the_wal_checkpoint_to_a_background_thread(tmp_path, monkeypatch) -> None:
     """Copying the WAL into the database file (reads, writes, two fsyncs: 1–15 ms) would stall
     a worker's event loop if its commit did it, as SQLite does every 1,000 pages by default.
-    The background thread does it, and the WAL stays as small as SQLite's own checkpoints kept
-    it (the commits' fallback is ~40 MB: a WAL that large means the thread did not work)."""
+    The background thread does it, and the WAL starts over after each of its checkpoints (a
+    commit copies what was written meanwhile), as after SQLite's own: without them, these
+    writes leave all of their ~6,000 frames in it (the commits' fallback is 10,000)."""
     store = SqliteStore(tmp_path / "s.db")
     assert _pragma(store, "wal_autocheckpoint") == sqlite_store.FALLBACK_AUTOCHECKPOINT
     threads: list[str] = []
@@ -155,24 +157,35 @@ def test_a_commit_leaves_the_wal_checkpoint_to_a_background_thread(tmp_path, mon
 
     monkeypatch.setattr(SqliteStore, "_checkpoint", recorded)
     _session(store)
-    for i in range(800):  # ~8 pages a save: ~6,400 WAL frames (25 MB) if nothing checkpointed
-        header = store.load_header("s")
-        assert header is not None
-        count = header.message_count
-        store.append(
-            header.model_copy(update={"message_count": count + 1, "updated_at": None}),
-            count,
-            [Message(role=Role.ASSISTANT, content=f"turn {i} " + "x" * 1000)],
-        )
+    for i in range(800):  # ~8 pages a save
+        _save(store, i)
     sqlite_store._checkpointer().submit(lambda: None).result()  # the last one asked for is done
-    assert len(threads) >= 800 // sqlite_store.CHECKPOINT_EVERY - 1
+    assert len(threads) >= 2
     assert all(name.startswith("durable-agents-sqlite-checkpoint") for name in threads), threads
-    wal = (tmp_path / "s.db-wal").stat().st_size
-    assert wal < 8 * 1024 * 1024, wal
+    _save(store, 800)  # copies what was written since, and the next write starts the WAL over
+    _save(store, 801)
+    assert _wal_frames(tmp_path / "s.db") < 1000
     store.close()
     reopened = SqliteStore(tmp_path / "s.db")
-    assert len(reopened.load_messages("s")) == 801
+    assert len(reopened.load_messages("s")) == 803
     reopened.close()
+
+
+def test_the_commit_after_a_background_checkpoint_lets_the_wal_start_over(tmp_path, monkeypatch) -> None:
+    """Writes go on while the background thread checkpoints, so it never leaves every frame
+    copied, and a WAL not wholly copied cannot start over: it grew to the commits' fallback
+    (40 MB) while writes kept coming. The commit after a background checkpoint copies the
+    rest; the next write starts the WAL over."""
+    monkeypatch.setattr(sqlite_store, "CHECKPOINT_EVERY", 10**9)  # no background checkpoint here
+    store = SqliteStore(tmp_path / "s.db")
+    _session(store)
+    for i in range(50):
+        _save(store, i)
+    store._catch_up = True  # what a background checkpoint says when it is done
+    _save(store, 50)
+    _save(store, 51)
+    assert _wal_frames(tmp_path / "s.db") < 50
+    store.close()
 
 
 def test_a_background_checkpoint_of_a_deleted_store_file_does_not_create_it_again(tmp_path) -> None:
@@ -204,3 +217,21 @@ def test_a_forked_process_gets_a_checkpoint_thread_of_its_own() -> None:
         os._exit(0)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def _save(store: SqliteStore, i: int) -> None:
+    """A ~1 KB turn appended to session "s" (about 8 pages written)."""
+    header = store.load_header("s")
+    assert header is not None
+    count = header.message_count
+    store.append(
+        header.model_copy(update={"message_count": count + 1, "updated_at": None}),
+        count,
+        [Message(role=Role.ASSISTANT, content=f"turn {i} " + "x" * 1000)],
+    )
+
+
+def _wal_frames(path) -> int:
+    """The frames in the file's WAL since it last started over (a passive checkpoint reports them)."""
+    with contextlib.closing(sqlite3.connect(path)) as other:
+        return other.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()[1]
