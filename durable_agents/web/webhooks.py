@@ -175,9 +175,12 @@ class WebhookNotifier:
         return added
 
     # -- delivering ---------------------------------------------------------------------------
-    async def deliver_due(self, http: httpx.AsyncClient) -> None:
+    async def deliver_due(self, http: httpx.AsyncClient, stop: asyncio.Event | None = None) -> None:
+        """Post each event that is due, recording each outcome; none after ``stop`` is set."""
         now = time.time()
         for entry in list(self._state["outbox"]):
+            if stop is not None and stop.is_set():
+                return
             if entry["due"] > now:
                 continue
             hook = self.webhooks[entry["webhook"]] if entry["webhook"] < len(self.webhooks) else None
@@ -210,25 +213,38 @@ class WebhookNotifier:
             return False
         return 200 <= answer.status_code < 300
 
-    async def run(self) -> None:
+    async def run(self, stop: asyncio.Event | None = None) -> None:
+        """Read and deliver until cancelled, or until ``stop`` is set: then it returns once the
+        delivery in flight is answered and recorded (a receiver that took an event is not sent
+        it again by the next notifier on this state file)."""
         async with httpx.AsyncClient(follow_redirects=False) as http:
-            while True:
+            while stop is None or not stop.is_set():
                 try:
                     await asyncio.to_thread(self.scan)
-                    await self.deliver_due(http)
+                    await self.deliver_due(http, stop)
                 except asyncio.CancelledError:
                     raise
                 except Exception:  # a store outage or a full disk: said, and tried again
                     log.exception("webhooks: reading the store or delivering failed; trying again")
-                await asyncio.sleep(self.poll_seconds)
+                if stop is None:
+                    await asyncio.sleep(self.poll_seconds)
+                else:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(stop.wait(), self.poll_seconds)
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[WebhookNotifier]:
-        """``run()`` in a task for the block's duration."""
-        task = asyncio.create_task(self.run())
+        """``run()`` in a task for the block's duration; at its end, the delivery in flight
+        finishes (at most ``timeout`` seconds) before the task stops."""
+        stop = asyncio.Event()
+        task = asyncio.create_task(self.run(stop))
         try:
             yield self
         finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            stop.set()
+            try:
+                await asyncio.wait({task}, timeout=self.timeout + 1.0)
+            finally:
+                task.cancel()  # (done by now, unless a post outlived its timeout)
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task

@@ -41,6 +41,8 @@ class Receiver:
     failures_left: dict[str, int] = field(default_factory=dict)
     """Per event id: how many more deliveries to answer with 500."""
     down: bool = False
+    delay: float = 0.0
+    """Seconds between taking a delivery (in ``seen``) and answering it."""
     seen: list[tuple[str, int, bool, dict]] = field(default_factory=list)
     """(event id, status answered, signature valid, event) of every delivery."""
 
@@ -61,6 +63,7 @@ async def receiver() -> AsyncIterator[Receiver]:
             got.failures_left[event["id"]] = got.failures_left.get(event["id"], 0) - 1
             status = 500
         got.seen.append((request.headers["webhook-id"], status, valid, event))
+        await asyncio.sleep(got.delay)
         return Response(status_code=status)
 
     server = uvicorn.Server(
@@ -128,7 +131,8 @@ async def test_a_notifier_stopped_before_delivering_delivers_after_a_restart_onc
         await until(lambda: receiver.answered(event_id), "a first attempt")
     # the first notifier is gone (as if its process died: what it had read is in its file)
     receiver.down = False
-    second = notifier(served.store, receiver, state)
+    receiver.delay = 0.5  # the second stops while its delivery is taken and not yet answered:
+    second = notifier(served.store, receiver, state)  # it finishes that one before it stops
     async with second.running():
         await until(lambda: 200 in receiver.answered(event_id), "the event delivered by the second notifier")
     second.scan()  # read again, and deliver what is due: the delivered event is not sent again
