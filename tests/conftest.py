@@ -52,8 +52,8 @@ def pytest_configure(config: pytest.Config) -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-SERVER_FIXTURES = frozenset({"env", "skipping", "cli", "make_worker", "postgres_url", "bins"})
-"""Fixtures that start a Temporal server, PostgreSQL or worker processes."""
+SERVER_FIXTURES = frozenset({"env", "skipping", "cli", "make_worker", "postgres_url", "bins", "installed"})
+"""Fixtures that start a Temporal server, PostgreSQL or worker processes, or build and install the wheel."""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -90,6 +90,15 @@ async def env() -> AsyncIterator[WorkflowEnvironment]:
         dev_server_extra_args=dynamic_config_args(),  # as `durable-agents dev` runs it
     ) as environment:
         yield environment
+
+
+@pytest.fixture(scope="session")
+def installed(tmp_path_factory: pytest.TempPathFactory):
+    """durable-agents built into an sdist and a wheel and installed into a fresh venv
+    (tests/installed_wheel.py): what a user has. Built once per test session."""
+    from tests.installed_wheel import build_installed
+
+    return build_installed(tmp_path_factory.mktemp("wheel"))
 
 
 @pytest.fixture(scope="session")
