@@ -61,16 +61,40 @@ def build_parser() -> argparse.ArgumentParser:
         "Temporal's own conventions (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, profiles).",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
-    parser.add_argument("--address", help="Temporal address host:port (default: TEMPORAL_ADDRESS or localhost:7233)")
-    parser.add_argument("--namespace", help="Temporal namespace (default: TEMPORAL_NAMESPACE or default)")
+    add_global_flags(parser)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for module in (server, runs, approvals, inspect, fork, replay, store, production, deploys, web):
+        module.register(sub)
+    for command in _subcommands(parser):  # the same flags after the command: `worker … --task-queue X`
+        add_global_flags(command.add_argument_group(GLOBAL_GROUP), after_command=True)
+    return parser
+
+
+GLOBAL_GROUP = "global options (before or after the command)"
+
+
+def add_global_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, after_command: bool = False) -> None:
+    """The flags every command shares. Before the command they carry the defaults; a
+    command's copies (``after_command``) set nothing unless given, so a value given in
+    either place wins (after the command, when in both) and the defaults stay."""
+
+    def default(value: object) -> object:
+        return argparse.SUPPRESS if after_command else value
+
+    parser.add_argument("--address", default=default(None),
+                        help="Temporal address host:port (default: TEMPORAL_ADDRESS or localhost:7233)")  # fmt: skip
+    parser.add_argument(
+        "--namespace", default=default(None), help="Temporal namespace (default: TEMPORAL_NAMESPACE or default)"
+    )
     parser.add_argument(
         "--store",
-        default=default_store_url(),
+        default=default(default_store_url()),
         help=f"checkpoint store URL (default: ${STORE_ENV} or {default_store_url()})",
     )
-    parser.add_argument("--task-queue", default=DEFAULT_TASK_QUEUE, help="Temporal task queue")
+    parser.add_argument("--task-queue", default=default(DEFAULT_TASK_QUEUE), help="Temporal task queue")
     parser.add_argument(
         "--encryption-key-file",
+        default=default(None),
         metavar="PATH",
         help="encrypt Temporal payloads with the keys in PATH (ID:BASE64 a line, newest last; default: "
         "$DURABLE_AGENTS_ENCRYPTION_KEY_FILE, or the keys in $DURABLE_AGENTS_ENCRYPTION_KEYS)",
@@ -78,18 +102,25 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--store-encryption",
         action=argparse.BooleanOptionalAction,
-        default=env_flag(STORE_ENCRYPTION_ENV),
+        default=default(env_flag(STORE_ENCRYPTION_ENV)),
         help=f"encrypt message content in the store too, with the same keys (default: ${STORE_ENCRYPTION_ENV}=1)",
     )
     parser.add_argument(
         "--summaries",
         choices=["agent-only", "first-line"],
+        default=default(None),
         help="what a run's summary in the Temporal UI says (default: agent-only with encryption, else first-line)",
     )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (server, runs, approvals, inspect, fork, replay, store, production, deploys, web):
-        module.register(sub)
-    return parser
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """Every command's parser, and its own sub-commands' (``web-token add``), depth first."""
+    found = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for command in action.choices.values():
+                found += [command, *_subcommands(command)]
+    return found
 
 
 def _version() -> str:
