@@ -117,7 +117,9 @@ def build_installed(where: Path) -> Installed:
     venv = where / "venv"
     _run([sys.executable, "-m", "venv", "--without-pip", str(venv)])
     installed = Installed(venv=venv, wheel=wheel, sdist=sdist, build_log=log)
-    _run([sys.executable, "-m", "pip", "--python", str(installed.python), "install", "--no-deps", "--quiet", str(wheel)])
+    _run(
+        [sys.executable, "-m", "pip", "--python", str(installed.python), "install", "--no-deps", "--quiet", str(wheel)]
+    )
     deps = sysconfig.get_paths()["purelib"]
     (installed.site_packages / "_durable_agents_test_dependencies.pth").write_text(deps + "\n")
     return installed

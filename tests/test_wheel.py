@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from tests.installed_wheel import MAPPED, ROOT, Installed, expected_data_files, expected_modules
+from tests.installed_wheel import MAPPED, Installed, expected_data_files, expected_modules
 
 pytestmark = pytest.mark.integration
 
