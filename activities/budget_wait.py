@@ -6,7 +6,8 @@ over the call's own timeout (the workflow gives :data:`BUDGET_WAIT_SLACK_SECONDS
 run has handed a wait back; see ``durable_agents.workflows.budget_waits``): so the wait never
 eats the call's ``model_timeout_seconds``. A longer wait ends the attempt with a
 non-retryable ``ApplicationError`` of type :data:`BUDGET_WAIT_ERROR` (details: a
-:class:`BudgetWaitNotice`); the workflow then waits on a durable timer, holding no slot at all,
+:class:`BudgetWaitNotice`; category ``BENIGN``, so the worker logs the hand-off as one INFO
+line, not as a failed activity with its traceback); the workflow then waits on a durable timer, holding no slot at all,
 and schedules the turn again. A wait holds no workflow task slot in either place.
 
 When it has waited :data:`NOTICE_AFTER_SECONDS` in its activity, the call signals its run once
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from durable_agents.activities import metrics, tracing
 from durable_agents.activities.deps import attempt_time_left
@@ -148,6 +149,19 @@ async def within_budget(
             expected_seconds=max(e.expected, HANDOFF_MIN_SECONDS),
             waited_seconds=waited,
         )
+        # a normal wait, not a crash: one INFO line here; BENIGN keeps the SDK's "Completing activity
+        # as failed" (and its traceback) at DEBUG, out of the failure metrics and the span's ERROR status
+        activity.logger.info(
+            "model call for %s waits for its rate-limit budget (%s, about %.0fs more): the run waits on a timer "
+            "and asks again",
+            notice.model,
+            notice.reason,
+            notice.expected_seconds,
+        )
         raise ApplicationError(
-            f"{e}; the run waits on a timer and asks again", notice, type=BUDGET_WAIT_ERROR, non_retryable=True
+            f"{e}; the run waits on a timer and asks again",
+            notice,
+            type=BUDGET_WAIT_ERROR,
+            non_retryable=True,
+            category=ApplicationErrorCategory.BENIGN,
         ) from None
