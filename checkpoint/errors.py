@@ -35,6 +35,8 @@ class FailureType(StrEnum):
     SESSION_AWAITING_APPROVAL = "SessionAwaitingApprovalError"
     """details: (approval id,)"""
     SESSION_BUSY = "SessionBusyError"
+    SESSION_FINISHED = "SessionFinishedError"
+    """details: (agent, finish reason); raised by the client, before anything is sent."""
     APPROVAL_NOT_PENDING = "ApprovalNotPendingError"
     """An approval decision the run refuses (unknown or already decided); details: (approval id, pending id)."""
     AGENT_DRIFT = "AgentDriftError"
@@ -169,6 +171,28 @@ class SessionBusyError(DurableAgentsError):
             "interrupt=True to abort it and continue with the new input"
         )
         self.session_id = session_id
+
+
+class SessionFinishedError(DurableAgentsError):
+    """A resume of a session whose agent gave its answer: it would make one more model call
+    with no new input (billed by a real model). Send new input instead, or resume with
+    ``force=True`` for that one more model turn. ``finish_reason``: how the session ended."""
+
+    code = "SESSION_FINISHED"
+    failure_type = FailureType.SESSION_FINISHED
+
+    def __init__(self, session_id: str, agent: str | None, finish_reason: str | None) -> None:
+        super().__init__(
+            f"session {session_id!r} is finished (the agent gave its answer): a resume would make one more "
+            "model call with no new input; send new input with send() or start(), or resume(..., force=True) "
+            "for one more model turn anyway"
+        )
+        self.session_id = session_id
+        self.agent = agent
+        self.finish_reason = finish_reason
+
+    def failure_details(self) -> tuple[object, ...]:
+        return (self.agent, self.finish_reason)
 
 
 class ApprovalNotPendingError(DurableAgentsError):

@@ -13,6 +13,7 @@ Hierarchy::
     ├── StoreUnavailableError               STORE_UNAVAILABLE       retryable
     ├── SessionAwaitingApprovalError        SESSION_AWAITING_APPROVAL
     ├── SessionBusyError                    SESSION_BUSY
+    ├── SessionFinishedError                SESSION_FINISHED
     ├── ApprovalNotPendingError             APPROVAL_NOT_PENDING
     ├── InvalidDecisionError                INVALID_DECISION
     ├── InvalidRunInputError                INVALID_RUN_INPUT
@@ -45,6 +46,7 @@ from durable_agents.checkpoint.errors import (
     RunFailedError,
     SessionAwaitingApprovalError,
     SessionBusyError,
+    SessionFinishedError,
     StoreCorruptError,
     StoreDamageWarning,
     StoreUnavailableError,
@@ -68,6 +70,7 @@ __all__ = [
     "RunFailedError",
     "SessionAwaitingApprovalError",
     "SessionBusyError",
+    "SessionFinishedError",
     "StoreCorruptError",
     "StoreDamageWarning",
     "StoreUnavailableError",

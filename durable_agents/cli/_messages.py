@@ -16,7 +16,7 @@ import shlex
 
 from durable_agents.checkpoint.errors import DurableAgentsError
 from durable_agents.cli._common import command_prefix
-from durable_agents.errors import SessionAwaitingApprovalError, SessionBusyError
+from durable_agents.errors import SessionAwaitingApprovalError, SessionBusyError, SessionFinishedError
 
 
 def cli_message(error: DurableAgentsError, args: argparse.Namespace) -> str:
@@ -36,4 +36,13 @@ def cli_message(error: DurableAgentsError, args: argparse.Namespace) -> str:
         decide = f"decide it first with `{prefix} approve {sid}` or `{prefix} reject {sid} --note 'why'`"
         then = "then run your input again" if command == "run" else "the run goes on from the decision"
         return f"session {error.session_id!r} is waiting for approval {error.approval_id}: {decide}; {then}"
+    if isinstance(error, SessionFinishedError):
+        sid = shlex.quote(error.session_id)
+        agent = shlex.quote(error.agent) if error.agent else "AGENT"
+        what = "a run with no input resumes it" if command == "run" else "a resume"
+        return (
+            f"session {error.session_id!r} is finished (the agent gave its answer): {what} would make one more "
+            f"model call with no new input; continue it with new input: `{prefix} run {agent} 'your message' "
+            f"--session {sid}`, or `{prefix} resume {sid} --force` for one more model turn anyway"
+        )
     return error.message

@@ -32,13 +32,16 @@ from durable_agents.cli._common import (
 from durable_agents.cli._live import print_events
 from durable_agents.cli._render import approval_marks, pending_lines, plural, render_transcript
 from durable_agents.client.result import RunResult
+from durable_agents.errors import SessionFinishedError
 from durable_agents.events import Event
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     run = sub.add_parser("run", help="send input to an agent and wait for the run")
     run.add_argument("agent", help="agent name, or MODULE:ATTR of an Agent")
-    run.add_argument("input", nargs="*", default=[], help="user message(s); none resumes the session")
+    run.add_argument(
+        "input", nargs="*", default=[], help="user message(s); none resumes the session (as `resume` does)"
+    )
     run.add_argument("--session", help="session id (default: a new one)")
     run.add_argument("--model", help="run on another model, e.g. anthropic:claude-sonnet-4-6")
     run.add_argument(
@@ -57,9 +60,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_wait_flags(run)
     run.set_defaults(func=cmd_run)
 
-    resume = sub.add_parser("resume", help="continue an unfinished session (a fork, a crashed or aborted run)")
+    resume = sub.add_parser(
+        "resume",
+        help="continue an unfinished session (a fork, a crashed or aborted run, one stopped at its step limit)",
+        description="Continue an unfinished session with no new input: a fork, a crashed or aborted run, or "
+        "one stopped at its step limit (max-steps: it runs more steps). A finished session, whose agent gave "
+        "its answer, is refused (exit 1): its resume would make one more model call with no new input, which "
+        "a real model bills; give it new input with `run AGENT 'message' --session SESSION`, or pass --force.",
+    )
     resume.add_argument("session")
     resume.add_argument("--agent", help="agent name (default: the one the session records)")
+    resume.add_argument(
+        "--force",
+        action="store_true",
+        help="resume a finished session too: one more model turn with no new input",
+    )
     resume.add_argument("--json", action="store_true", help="print the result as JSON")
     add_wait_flags(resume)
     resume.set_defaults(func=cmd_resume)
@@ -178,12 +193,16 @@ async def print_outcome(
 async def cmd_run(args: argparse.Namespace) -> int:
     from durable_agents._loading import load_agents
     from durable_agents._workers import no_worker_message, worker_polling
+    from durable_agents.client.client import answered
     from durable_agents.client.streams import follow
 
     name = load_agents(args.agent)[0].name if ":" in args.agent else args.agent
     session = args.session or f"{name}-{uuid.uuid4().hex[:8]}"
-    client = await client_of(args)
     header = store_of(args).load_header(session)
+    if not args.input and header is not None and answered(header):  # no input resumes: as `resume` refuses it
+        reason = header.finish_reason.value if header.finish_reason else None
+        raise SessionFinishedError(session, header.agent, reason)
+    client = await client_of(args)
     if args.no_wait and not await worker_polling(client.temporal, args.task_queue):
         raise DurableAgentsError(no_worker_message(args.task_queue, command_prefix(args)))
     started = time.perf_counter()
@@ -230,7 +249,7 @@ async def cmd_resume(args: argparse.Namespace) -> int:
     if not (args.agent or header.agent):
         raise UsageError(f"session {args.session!r} records no agent: name the one to run it with --agent NAME")
     started = time.perf_counter()
-    result = await wait_for(args, args.session, client.resume(args.session, agent=args.agent))
+    result = await wait_for(args, args.session, client.resume(args.session, agent=args.agent, force=args.force))
     # a finished session continues after its end; an unfinished one is shown from its run's start
     start = header.message_count if header.status == CheckpointStatus.FINISHED else header.run_start_index or 0
     await print_outcome(args, result, start=start, started=started)

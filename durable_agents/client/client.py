@@ -276,14 +276,25 @@ class AgentClient:
             result.output = result.output_as(output_type)
         return result
 
-    async def resume(self, session_id: str, *, agent: str | None = None) -> RunResult:
-        """Continue an unfinished session (e.g. a fork or a crashed run) without new input."""
+    async def resume(self, session_id: str, *, agent: str | None = None, force: bool = False) -> RunResult:
+        """Continue an unfinished session (e.g. a fork or a crashed run) without new input.
+
+        A finished session, whose agent gave its answer, raises :class:`SessionFinishedError`
+        (nothing is sent): its resume would make one more model call with no new input, which
+        a real model bills. Send it new input instead; ``force=True`` makes that one more
+        model turn anyway. A session stopped at its step limit (``max-steps``) has not
+        answered: its resume runs more steps."""
         header = self.store.load_header(session_id)
         if header is None:
             raise CheckpointNotFoundError(f"no session {session_id!r} in {self.store!r}", session_id=session_id)
         name = agent or header.agent
         if not name:
             raise ConfigurationError(f"session {session_id!r} records no agent; pass agent=")
+        if not force and answered(header):
+            from durable_agents.errors import SessionFinishedError
+
+            reason = header.finish_reason.value if header.finish_reason else None
+            raise SessionFinishedError(session_id, header.agent, reason)
         return await self.send(name, [], session_id=session_id)
 
     async def _start_for_outcome(
@@ -873,6 +884,14 @@ def fork_workflow_id(session_id: str) -> str:
     room = TEMPORAL_ID_LIMIT - len(f"fork--{digest}-{nonce}")
     prefix = session_id.encode()[:room].decode("utf-8", errors="ignore")  # whole characters only
     return f"fork-{prefix}-{digest}-{nonce}"
+
+
+def answered(header: CheckpointHeader) -> bool:
+    """Whether a session is finished with its agent's answer (not stopped at its step limit):
+    a run with no new input would only make one more model call."""
+    from durable_agents.checkpoint.format import FinishReason
+
+    return header.status == CheckpointStatus.FINISHED and header.finish_reason != FinishReason.MAX_STEPS
 
 
 def _check_movable(store: CheckpointStore, header: CheckpointHeader) -> None:
