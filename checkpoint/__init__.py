@@ -10,6 +10,19 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from durable_agents.checkpoint.approval_decision import PolicyDecision, decide
+from durable_agents.checkpoint.approval_grants import Grant, GrantScope
+from durable_agents.checkpoint.approval_policy import (
+    ApprovalPolicy,
+    ArgumentCondition,
+    AutoMode,
+    CriteriaSet,
+    EvaluatorRef,
+    PolicyCall,
+    PolicyRule,
+    check_policy_against_tools,
+    parse_policy,
+)
 from durable_agents.checkpoint.errors import (
     CheckpointNotFoundError,
     ConfigurationError,
@@ -34,6 +47,7 @@ from durable_agents.checkpoint.format import (
     Usage,
 )
 from durable_agents.checkpoint.parts import DocumentPart, ImagePart, OpaquePart, Part, TextPart
+from durable_agents.checkpoint.policy_backtest import BacktestReport, RecordedDecision, backtest, recorded_decisions
 
 if TYPE_CHECKING:
     from durable_agents.checkpoint.stores import (
@@ -63,24 +77,36 @@ _STORE_NAMES = frozenset(
 __all__ = [
     "DEFAULT_STORE_URL",
     "FORMAT_VERSION",
+    "ApprovalPolicy",
+    "ArgumentCondition",
+    "AutoMode",
+    "BacktestReport",
     "Checkpoint",
     "CheckpointHeader",
     "CheckpointNotFoundError",
     "CheckpointStatus",
     "CheckpointStore",
     "ConfigurationError",
+    "CriteriaSet",
     "DocumentPart",
     "DurableAgentsError",
+    "EvaluatorRef",
     "FileStore",
     "Fingerprint",
     "FinishReason",
+    "Grant",
+    "GrantScope",
     "HistoryEntry",
     "ImagePart",
     "MemoryStore",
     "Message",
     "OpaquePart",
     "Part",
+    "PolicyCall",
+    "PolicyDecision",
+    "PolicyRule",
     "PostgresStore",
+    "RecordedDecision",
     "Role",
     "RunConfig",
     "SessionSummary",
@@ -91,8 +117,13 @@ __all__ = [
     "ToolCall",
     "ToolSpec",
     "Usage",
+    "backtest",
+    "check_policy_against_tools",
+    "decide",
     "get_checkpoint_history",
     "open_store",
+    "parse_policy",
+    "recorded_decisions",
 ]
 
 

@@ -1,0 +1,247 @@
+"""Backtest: what a candidate approval policy would have done with the calls people decided.
+
+:func:`backtest` runs :func:`decide` (policy only: no grants, no evaluator) over recorded
+decisions and counts, for each, whether the policy agrees with the person, would have
+approved what they rejected (the count that matters), approved what they approved only
+after editing its arguments, denied what they approved, or would still ask (a person, or
+the auto mode's evaluator, which a backtest does not run). :func:`recorded_decisions`
+reads those decisions from any checkpoint store: each session's ``decisions`` with the
+arguments of its call, from the transcript. Pure but for that read; no Temporal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Literal, get_args
+
+from pydantic import Field
+
+from durable_agents.checkpoint._format_model import FormatModel
+from durable_agents.checkpoint.approval_decision import PolicyDecision, decide
+from durable_agents.checkpoint.approval_policy import ApprovalPolicy, PolicyCall
+from durable_agents.checkpoint.format import Decision, Message, Role, ToolCall
+
+if TYPE_CHECKING:
+    from durable_agents.checkpoint.stores.base import CheckpointStore
+
+__all__ = [
+    "BacktestExample",
+    "BacktestReport",
+    "BacktestVerdict",
+    "RecordedDecision",
+    "RuleTally",
+    "backtest",
+    "recorded_decision",
+    "recorded_decisions",
+]
+
+TIMEOUT_NOTE_END = ": the approval timed out"
+"""How the run's note on an approval its tool's ``approval_timeout`` rejected ends (the
+workflow writes ``no decision within …: the approval timed out``, with no decider)."""
+
+BacktestVerdict = Literal[
+    "agree", "approve-rejected", "approve-edited", "deny-approved", "ask-person", "ask-evaluator", "no-person"
+]
+"""How the policy's outcome compares with the person's decision:
+
+- ``agree``: it approves what they approved as it was, or denies what they rejected;
+- ``approve-rejected``: it approves what they rejected (the count that matters);
+- ``approve-edited``: it approves what they approved only with edited arguments;
+- ``deny-approved``: it denies what they approved;
+- ``ask-person`` / ``ask-evaluator``: it would still ask;
+- ``no-person``: no person decided (the approval timed out): not counted either way."""
+
+_WRONG: tuple[BacktestVerdict, ...] = ("approve-rejected", "approve-edited", "deny-approved")
+
+
+class RecordedDecision(FormatModel):
+    """A gated call and what a person decided on it."""
+
+    call: PolicyCall
+    approved: bool
+    edited_arguments: dict[str, Any] | None = None
+    """The arguments the person approved instead of the model's; None: approved as it was."""
+    timed_out: bool = False
+    """No person decided: the tool's approval timeout rejected the call."""
+    approval_id: str | None = None
+    decided_by: str | None = None
+    decided_at: datetime | None = None
+    note: str | None = None
+
+
+class BacktestExample(FormatModel):
+    """One call the policy would have decided against the person."""
+
+    verdict: BacktestVerdict
+    recorded: RecordedDecision
+    decision: PolicyDecision
+
+
+class RuleTally(FormatModel):
+    """How one rule (or ``approveAll``) fared: the calls it decided, with and against people."""
+
+    decided: int = 0
+    agree: int = 0
+    against: int = 0
+
+
+class BacktestReport(FormatModel):
+    """The counts over every recorded decision (JSON: ``to_dict()`` / ``to_json()``)."""
+
+    policy_version: int | None = None
+    total: int = 0
+    agree: int = 0
+    would_approve_rejected: int = 0
+    """Calls people rejected that the policy would approve: the count that matters."""
+    would_approve_edited: int = 0
+    """Calls people approved only with other arguments that the policy would approve as they were."""
+    would_deny_approved: int = 0
+    would_ask_person: int = 0
+    would_ask_evaluator: int = 0
+    """Calls the auto mode's evaluator would judge (not run in a backtest: no verdict)."""
+    no_person: int = 0
+    """Decisions no person made (timed-out approvals): counted in ``total`` only."""
+    by_rule: dict[str, RuleTally] = Field(default_factory=dict)
+    """Per deciding rule (``approveAll`` for the approve-all layer): where agreement and disagreement come from."""
+    examples: list[BacktestExample] = Field(default_factory=list)
+    """The first calls of each disagreement (up to ``examples`` of each kind), worst kind first."""
+
+    @property
+    def automated(self) -> int:
+        """Calls the policy would have approved or denied without asking."""
+        return self.agree + self.would_approve_rejected + self.would_approve_edited + self.would_deny_approved
+
+    def count(self, verdict: BacktestVerdict) -> int:
+        return {
+            "agree": self.agree,
+            "approve-rejected": self.would_approve_rejected,
+            "approve-edited": self.would_approve_edited,
+            "deny-approved": self.would_deny_approved,
+            "ask-person": self.would_ask_person,
+            "ask-evaluator": self.would_ask_evaluator,
+            "no-person": self.no_person,
+        }[verdict]
+
+
+def verdict_of(decision: PolicyDecision, recorded: RecordedDecision) -> BacktestVerdict:
+    if recorded.timed_out:
+        return "no-person"
+    if decision.outcome == "approve":
+        if not recorded.approved:
+            return "approve-rejected"
+        return "approve-edited" if recorded.edited_arguments is not None else "agree"
+    if decision.outcome == "deny":
+        return "deny-approved" if recorded.approved else "agree"
+    return decision.outcome
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def backtest(policy: ApprovalPolicy, recorded: Iterable[RecordedDecision], *, examples: int = 10) -> BacktestReport:
+    """What ``policy`` would have decided for each recorded call, against what people decided.
+
+    Grants are not applied (they are made at run time, by people), and the auto mode's
+    evaluator is not run: its calls count as ``wouldAskEvaluator``."""
+    counts: dict[BacktestVerdict, int] = dict.fromkeys(get_args(BacktestVerdict), 0)
+    kept: dict[BacktestVerdict, list[BacktestExample]] = {verdict: [] for verdict in _WRONG}
+    by_rule: dict[str, RuleTally] = {}
+    for record in recorded:
+        decision = decide(policy, (), record.call, _aware(record.decided_at))
+        verdict = verdict_of(decision, record)
+        counts[verdict] += 1
+        if decision.decided and verdict != "no-person":
+            tally = by_rule.setdefault(decision.rule or "approveAll", RuleTally())
+            tally.decided += 1
+            if verdict == "agree":
+                tally.agree += 1
+            else:
+                tally.against += 1
+        if verdict in kept and len(kept[verdict]) < examples:
+            kept[verdict].append(BacktestExample(verdict=verdict, recorded=record, decision=decision))
+    return BacktestReport(
+        policy_version=policy.version,
+        total=sum(counts.values()),
+        agree=counts["agree"],
+        would_approve_rejected=counts["approve-rejected"],
+        would_approve_edited=counts["approve-edited"],
+        would_deny_approved=counts["deny-approved"],
+        would_ask_person=counts["ask-person"],
+        would_ask_evaluator=counts["ask-evaluator"],
+        no_person=counts["no-person"],
+        by_rule=dict(sorted(by_rule.items())),
+        examples=[example for verdict in _WRONG for example in kept[verdict]],
+    )
+
+
+def _aware(moment: datetime | None) -> datetime:
+    if moment is None:
+        return _EPOCH
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+# -- from a store -------------------------------------------------------------------------------
+
+
+def recorded_decision(agent: str, session_id: str, decision: Decision, call: ToolCall) -> RecordedDecision:
+    """A decision of the checkpoint's ``decisions`` as a backtest reads it (``call``: the call
+    it decided, with the model's arguments, from the assistant turn)."""
+    timed_out = (
+        not decision.approved and decision.decided_by is None and (decision.note or "").endswith(TIMEOUT_NOTE_END)
+    )
+    return RecordedDecision(
+        call=PolicyCall(agent=agent, session_id=session_id, tool=call.name, arguments=call.arguments),
+        approved=decision.approved,
+        edited_arguments=decision.arguments if decision.approved else None,
+        timed_out=timed_out,
+        approval_id=decision.approval_id,
+        decided_by=decision.decided_by,
+        decided_at=decision.decided_at,
+        note=decision.note,
+    )
+
+
+def recorded_decisions(
+    store: CheckpointStore, *, agent: str | None = None, since: datetime | None = None
+) -> Iterator[RecordedDecision]:
+    """Every decision the store's sessions record (``agent``'s only, when named; those made at
+    or after ``since``, when given), session by session, each with its call's arguments.
+
+    A decision whose call is not in its session's transcript (a fork that rewrote the
+    messages before it) is left out: its arguments are unknown."""
+    for summary in store.list_sessions(agent=agent):
+        header = store.load_header(summary.session_id)
+        if header is None or not header.decisions:
+            continue
+        wanted = [d for d in header.decisions if since is None or _aware(d.decided_at) >= _aware(since)]
+        if not wanted:
+            continue
+        messages = store.load_messages(header.session_id, 0, header.message_count)
+        for decision in wanted:
+            call = _decided_call(messages, decision)
+            if call is not None:
+                yield recorded_decision(header.agent or "", header.session_id, decision, call)
+
+
+def _decided_call(messages: Sequence[Message], decision: Decision) -> ToolCall | None:
+    """The call ``decision`` decided: the call of the assistant turn before its result's
+    position whose result goes there (call ids repeat; positions do not); for a decision
+    recorded without a position, the last call with its id and tool."""
+    if decision.position is not None:
+        for turn_position in range(min(decision.position, len(messages)) - 1, -1, -1):
+            turn = messages[turn_position]
+            if turn.role == Role.ASSISTANT:
+                calls = turn.tool_calls or []
+                index = decision.position - turn_position - 1
+                return calls[index] if index < len(calls) and _same_call(calls[index], decision) else None
+        return None
+    for message in reversed(messages):
+        for call in message.tool_calls or []:
+            if _same_call(call, decision):
+                return call
+    return None
+
+
+def _same_call(call: ToolCall, decision: Decision) -> bool:
+    return call.id == decision.tool_call_id and call.name == decision.tool_name
