@@ -4,16 +4,18 @@ Per session: where the replay diverged from its source (``divergedAt``, as
 ``compare_trajectories`` says), the drift (tool order, arguments, step count, finish
 reason), whether the final answer changed, tokens and cost before and after, and the
 scores of your functions (a pair of runs in, a number out). Over the batch: how many
-trajectories are identical, how many reach the same tools, cost and latency deltas, the
-worst cases first. Written as a table, JSON or JUnit XML; :meth:`ReplayReport.over`
+trajectories are identical, how many reach the same tools, cost and run time deltas, the
+worst cases first. A run's time is its own working time (:func:`working_seconds`): a
+wait for an approval decision is not the agent's latency. Written as a table, JSON or JUnit XML; :meth:`ReplayReport.over`
 says whether a threshold is passed (what gates a CI job). Engine-independent.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Literal
 from xml.sax.saxutils import escape, quoteattr
 
@@ -25,7 +27,7 @@ from durable_agents.checkpoint.compare import (
     trajectory_steps,
 )
 from durable_agents.checkpoint.errors import ConfigurationError
-from durable_agents.checkpoint.format import Checkpoint, FormatModel, Role, Usage
+from durable_agents.checkpoint.format import Checkpoint, CheckpointStatus, FormatModel, HistoryEntry, Role, Usage
 from durable_agents.checkpoint.pricing import cost_usd, price_of
 
 Scorer = Callable[[Checkpoint, Checkpoint], float]
@@ -38,7 +40,7 @@ ANSWER_CHARS = 2000
 @dataclass
 class ReplayPair:
     """A source run and its replay (None when the replay made no session), with what the
-    batch said of it and how long each took (None when unknown)."""
+    batch said of it and how long each worked (:func:`working_seconds`; None when unknown)."""
 
     source: Checkpoint
     replay: Checkpoint | None
@@ -66,7 +68,10 @@ class SessionReplay(FormatModel):
     cost_before: float | None = None
     cost_after: float | None = None
     seconds_before: float | None = None
+    """The source's own working time (:func:`working_seconds`): its waits for approval
+    decisions and the idle time between its runs left out. None: unknown (a dataset)."""
     seconds_after: float | None = None
+    """The replay's working time (a replay never waits for approval)."""
     scores: dict[str, float] = Field(default_factory=dict)
     error: str | None = None
 
@@ -136,6 +141,23 @@ def parse_threshold(value: str | int | float) -> Threshold:
 
 
 # -- building it ---------------------------------------------------------------------------
+def working_seconds(saves: Iterable[HistoryEntry]) -> float | None:
+    """How long a session's runs worked, read from its kept saves (any order): the time from
+    each save to the next, except from a save that ends a wait for someone else, a pause for
+    an approval decision (``awaiting-approval``), or the end of a run (``finished``, or a
+    failed run's save with ``lastError``) until the next run begins. None: fewer than two
+    saves kept. The first run's time before its first save (its input stored) is not seen."""
+    ordered = sorted(saves, key=lambda entry: entry.saved_at)
+    if len(ordered) < 2:
+        return None
+    worked = 0.0
+    for entry, following in pairwise(ordered):
+        idle = entry.status != CheckpointStatus.IN_PROGRESS or entry.checkpoint.last_error is not None
+        if not idle:
+            worked += (following.saved_at - entry.saved_at).total_seconds()
+    return worked
+
+
 def _answer(checkpoint: Checkpoint) -> str | None:
     for message in reversed(checkpoint.messages):
         if message.role == Role.ASSISTANT:
@@ -292,7 +314,7 @@ def format_report(report: ReplayReport, limit: int | None = None, *, changed_onl
         f"{report.diverged} diverged, {report.failed} failed",
         f"tokens: {_delta(report.tokens_before, report.tokens_after, 'd')}",
         f"cost (USD): {_delta(report.cost_before, report.cost_after, '.4f')}",
-        f"time (s): {_delta(report.seconds_before, report.seconds_after, '.2f')}",
+        f"run time (s, approval waits left out): {_delta(report.seconds_before, report.seconds_after, '.2f')}",
     ]
     lines += [f"score {name}: mean {mean:g}" for name, mean in report.score_means.items()]
     return "\n".join(line.rstrip() for line in lines)
@@ -338,4 +360,5 @@ __all__ = [
     "junit_xml",
     "parse_threshold",
     "session_replay",
+    "working_seconds",
 ]

@@ -12,13 +12,14 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from durable_agents.checkpoint import SqliteStore
+from durable_agents import Agent, ToolContext, tool
+from durable_agents.checkpoint import CheckpointStatus, SqliteStore
 from durable_agents.checkpoint.dataset import DatasetRecordings, read_dataset
 from durable_agents.checkpoint.errors import CheckpointNotFoundError, ConfigurationError
 from durable_agents.checkpoint.fork import Patch
 from durable_agents.client.client import AgentClient
 from durable_agents.replay import ReplayPolicy, fork_batch, replay
-from tests.replay_agents import EFFECTS_ENV, effects, support, support_no_refund, support_strict
+from tests.replay_agents import EFFECTS_ENV, Refund, effects, lookup, support, support_no_refund, support_strict
 
 SESSIONS = 20
 LATE = [i for i in range(SESSIONS) if i % 3 == 0]  # lookup says late: the recorded run refunded
@@ -253,3 +254,64 @@ async def test_the_recorded_model_replays_the_sources_turns(env, store, task_que
         ("rec-0", 2), ("rec-3", 2)
     ]  # fmt: skip
     assert len([e for e in effects(effects_log) if e["kind"] == "model"]) == models_before  # no scripted turn
+
+
+@tool(name="refund", needs_approval=True)
+async def refund_once_approved(args: Refund, ctx: ToolContext) -> dict:
+    """Refund an order, once a person approved it."""
+    return {"refunded": args.amount, "order": args.order}
+
+
+support_approving = Agent(
+    name="support",
+    model="scripted:replay-support",
+    instructions="Help customers.",
+    tools=[lookup, refund_once_approved],
+)
+"""The recorded agent, its refunds decided by a person."""
+
+
+async def test_the_reports_time_is_the_runs_own_without_its_wait_for_approval(run_worker, env, store, task_queue):
+    """A source run that waited for a person: the report's time before is the run's own
+    working time (from each save to the next), not the wait for the decision."""
+    async with run_worker([support_approving]) as client:
+        paused = await client.send("support", "Where is order 3?", session_id="waited")  # late: a refund to approve
+        assert paused.finish_reason == "awaiting-approval"
+        await asyncio.sleep(0.5)  # the person takes their time
+        done = await client.approve("waited", paused.approval_id)
+    assert done.finish_reason == "stop"
+    saves = sorted(store.history("waited"), key=lambda e: e.saved_at)
+    (pause,) = [i for i, e in enumerate(saves) if e.status == CheckpointStatus.AWAITING_APPROVAL]
+    waited = (saves[pause + 1].saved_at - saves[pause].saved_at).total_seconds()
+    span = (saves[-1].saved_at - saves[0].saved_at).total_seconds()
+    assert waited >= 0.5
+
+    report = await replay(AgentClient(env.client, store, task_queue), ["waited"], against=support, tag="waited")
+    (row,) = report.sessions
+    assert row.seconds_before == pytest.approx(span - waited)
+    assert report.seconds_before == row.seconds_before and row.seconds_after is not None
+    assert "\nrun time (s, approval waits left out): " in report.table()
+
+
+def test_working_time_leaves_out_approval_waits_and_the_time_between_runs():
+    from datetime import UTC, datetime, timedelta
+
+    from durable_agents.checkpoint.format import Checkpoint, HistoryEntry, RunError
+    from durable_agents.checkpoint.replay_report import working_seconds
+
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+
+    def save(second: float, status: CheckpointStatus, failed: bool = False) -> HistoryEntry:
+        error = RunError(type="ModelProviderError", message="refused") if failed else None
+        checkpoint = Checkpoint(session_id="s", status=status, last_error=error)
+        return HistoryEntry(step=0, saved_at=start + timedelta(seconds=second), status=status, checkpoint=checkpoint)
+
+    run, paused, finished = CheckpointStatus.IN_PROGRESS, CheckpointStatus.AWAITING_APPROVAL, CheckpointStatus.FINISHED
+    saves = [
+        save(0, run), save(1, paused),  # 1 s of work, then a person decides for an hour
+        save(3601, run), save(3603, finished),  # 2 s more to the run's end
+        save(7200, run), save(7204, run, failed=True),  # a run a day later: 4 s, then it fails
+        save(9000, run), save(9001, finished),  # its resume: 1 s
+    ]  # fmt: skip
+    assert working_seconds(reversed(saves)) == 1 + 2 + 4 + 1  # newest first, as history() gives them
+    assert working_seconds(saves[:1]) is None

@@ -18,7 +18,7 @@ from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from durable_agents.checkpoint.dataset import Recordings, require
 from durable_agents.checkpoint.errors import CheckpointNotFoundError, ConfigurationError, DurableAgentsError
 from durable_agents.checkpoint.replay import REPLAY_MARK, check_tag, new_tag
-from durable_agents.checkpoint.replay_report import ReplayPair, ReplayReport, Scorer, build_report
+from durable_agents.checkpoint.replay_report import ReplayPair, ReplayReport, Scorer, build_report, working_seconds
 from durable_agents.checkpoint.stores.base import CheckpointStore
 from durable_agents.workflows.replay import (
     MAX_BATCH_SESSIONS,
@@ -135,14 +135,12 @@ async def start_batch(
 
 
 def _seconds(store: CheckpointStore, session_id: str) -> float | None:
-    """Time between a session's first and last kept save (None: one save or none kept)."""
+    """The session's working time, from its kept saves (None: one save or none kept)."""
     try:
         entries = store.history(session_id)
     except NotImplementedError:
         return None
-    if not entries or len(entries) < 2:
-        return None
-    return (entries[0].saved_at - entries[-1].saved_at).total_seconds()
+    return working_seconds(entries)
 
 
 def batch_report(
