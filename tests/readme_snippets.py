@@ -6,6 +6,8 @@ Each ```python block in a page is preceded (blank lines aside) by a marker:
     <!-- readme-test: client -->                     client code, run in order
     <!-- readme-test: skip reason="why" -->          a fragment that cannot run alone
 
+A ```toml block may be a file of the project too (``file=pyproject.toml``: its pytest
+settings, say); every other marker goes before a python block.
 and a ```sh block of ``temporal`` CLI commands (README.md, docs/tutorial.md, the wire
 contract page) by ``<!-- readme-test: temporal-cli -->``: ``temporal_cli_blocks`` returns its
 commands, which tests/outside_clients/test_doc_cli_snippets.py runs.
@@ -41,6 +43,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 PYTHON_LANGS = frozenset({"python", "py", "python3"})
+FILE_LANGS = {".py": "python", ".toml": "toml"}
+"""What a ``file=`` block may hold, by the file's suffix: the block's language."""
 SHELL_LANGS = frozenset({"sh", "bash", "shell"})
 CLI_MARKER = "temporal-cli"
 FENCE = re.compile(r"^(?P<indent>\s*)(?P<fence>`{3,}|~{3,})\s*(?P<lang>[\w+-]*)")
@@ -57,6 +61,11 @@ class Block:
     reason: str | None = None
     doc: str = "README.md"
     """The page the block is on, as its messages and tracebacks name it."""
+
+    @property
+    def is_python(self) -> bool:
+        """Python code (every block but a ``file=`` block of another language, e.g. toml)."""
+        return self.kind != "file" or PurePosixPath(self.path or "").suffix == ".py"
 
     @property
     def module(self) -> str:
@@ -99,8 +108,8 @@ def _parse_marker(args: str, where: str) -> tuple[str, str | None, str | None]:
     if len(words) == 1 and words[0].startswith("file="):
         path = words[0][len("file=") :]
         pure = PurePosixPath(path)
-        if pure.is_absolute() or ".." in pure.parts or pure.suffix != ".py":
-            raise ReadmeMarkerError(f"{where}: file= must be a relative path to a .py file, got {path!r}")
+        if pure.is_absolute() or ".." in pure.parts or pure.suffix not in FILE_LANGS:
+            raise ReadmeMarkerError(f"{where}: file= must be a relative path to a .py or .toml file, got {path!r}")
         return "file", path, None
     raise ReadmeMarkerError(
         f'{where}: unknown readme-test marker {args.strip()!r}: use file=<path>, client, skip reason="…" '
@@ -186,7 +195,14 @@ def _scan(text: str, name: str) -> tuple[list[Block], list[CliBlock], list[str]]
                 parsed = _parse_marker(marker[1], f"{name}:{marker[0]}")
             except ReadmeMarkerError as e:
                 problems.append(str(e))
-        if lang in PYTHON_LANGS:
+        file_lang = FILE_LANGS[PurePosixPath(parsed[1] or "").suffix] if parsed and parsed[0] == "file" else None
+        if marker is not None and file_lang not in (None, "python"):
+            # a file of another language (file=pyproject.toml): its block is in that language
+            if lang != file_lang:
+                problems.append(f"{name}:{marker[0]}: file={parsed and parsed[1]} goes before a {file_lang} block")
+            else:
+                blocks.append(Block(kind="file", code=code, line=i + 2, path=parsed and parsed[1], doc=name))
+        elif lang in PYTHON_LANGS:
             if marker is None:
                 problems.append(
                     f"{name}:{i + 1}: python block without a readme-test marker "
@@ -215,7 +231,8 @@ def _scan(text: str, name: str) -> tuple[list[Block], list[CliBlock], list[str]]
 
 
 def parse(text: str, name: str = "README.md") -> list[Block]:
-    """Every Python block of ``text`` with its marker; raises ``ReadmeMarkerError`` listing all problems."""
+    """Every Python block of ``text`` with its marker (and every ``file=`` block of another
+    language); raises ``ReadmeMarkerError`` listing all problems."""
     blocks, _, problems = _scan(text, name)
     if problems:
         raise ReadmeMarkerError("\n".join(problems))
@@ -278,7 +295,7 @@ def _summary(value: Any) -> Any:
 async def _run_client(pages: list[Path], root: Path, trace_path: Path, block_timeout: float) -> None:
     blocks = parse_pages(pages, root)
     for block in blocks:
-        if block.kind == "file":
+        if block.kind == "file" and block.is_python:
             importlib.import_module(block.module)  # a module no worker loads must import too
     namespace: dict[str, Any] = {"__name__": "__readme__", "__builtins__": __builtins__}
     trace: dict[str, Any] = {"blocks": []}

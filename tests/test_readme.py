@@ -6,16 +6,22 @@ Two projects, each run the same way:
   in the site's order, make one project (``myapp/``). Their ``file=`` blocks are written
   into a fresh folder; ``durable-agents worker --agent myapp.agents:booker --agent
   myapp.team:planner`` runs there (cwd and PYTHONPATH = the project) against the
-  session's Temporal dev server, its real Anthropic SDK pointed at ``FakeLLMServer``;
-  the ``client`` blocks run in page order in a separate process
-  (``tests/readme_snippets.py``) with ``TEMPORAL_ADDRESS`` set, so
+  session's Temporal dev server, offline as the tutorial promises: its agents play
+  ``scripted:`` models, and the worker has no provider key or URL. The ``client`` blocks
+  run in page order in a separate process (``tests/readme_snippets.py``) with
+  ``TEMPORAL_ADDRESS`` set, so
   ``AgentClient.connect(store=SqliteStore(".durable-agents/store.db"))`` reaches the same
   server and store. Then how-to/temporal-app.md's plain-temporalio worker runs one more
-  session. The checks are what a reader relies on: the run pauses for approval,
-  approving continues it, the card is charged once, fork and inspect work, a
-  sub-agent's approval pauses its parent, a stream replays.
-- **the README's example** (``quickstart/``): its agent, a worker for it, and its
-  client block: the run pauses for approval, approving books the table once.
+  session, and the pages' test files (how-to/testing.md, how-to/replay.md) run with
+  pytest in the project, as a reader runs them. The checks are what a reader relies on:
+  the run pauses for approval, approving continues it, the card is charged once, the
+  session goes on, fork and inspect work, a sub-agent's approval pauses its parent, a
+  stream replays, the pages' tests pass.
+- **the README's example** (``quickstart/``): its agent, a worker for it (its real
+  Anthropic SDK pointed at ``FakeLLMServer``), and its client block: the run pauses for
+  approval, approving books the table once.
+
+Every process these tests start is started by ``start_worker`` or ``run_in_project``.
 
 Every other page of docs/ has no Python block (a test says so), so none goes untested;
 the ``temporal-cli`` blocks run in tests/outside_clients/test_doc_cli_snippets.py.
@@ -23,6 +29,7 @@ the ``temporal-cli`` blocks run in tests/outside_clients/test_doc_cli_snippets.p
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -72,7 +79,10 @@ TOUR = [
 ]
 """The pages whose blocks make the tour's one project, in order (the site's order)."""
 RUNNER = Path(__file__).resolve().parent / "readme_snippets.py"
-BIN = Path(sys.executable).parent
+PYTHON = sys.executable
+"""The Python the snippets' processes run on (the client, pytest, the import probe)."""
+BIN = Path(PYTHON).parent
+"""Where ``durable-agents`` is installed beside it."""
 API_KEY = "readme-test-key"
 MAX_SKIPS = 2
 """Skipped blocks are the exception: each one is a snippet nobody runs."""
@@ -94,7 +104,7 @@ def test_every_python_block_is_marked_and_compiles(project: str):
     assert kinds.count("file") >= 1 and kinds.count("client") >= 1, kinds
     assert kinds.count("skip") <= MAX_SKIPS, [b.reason for b in blocks if b.kind == "skip"]
     for block in blocks:
-        if block.kind == "skip":
+        if block.kind == "skip" or not block.is_python:
             continue
         compile_block(block, block.doc)  # a SyntaxError names the page and line
         first = block.code.splitlines()[0]
@@ -121,18 +131,24 @@ def test_the_api_reference_lists_every_public_name():
 def test_the_parser_refuses_unmarked_or_badly_marked_blocks():
     fine = '<!-- readme-test: client -->\n```python\nx = 1\n```\n\n<!-- readme-test: skip reason="a fragment" -->\n'
     fine += "```py\nasync def f(): ...\n```\n\n- item\n\n  <!-- readme-test: file=pkg/m.py -->\n  ```python\n  y = 2\n  ```\n"
+    fine += "\n<!-- readme-test: file=pyproject.toml -->\n```toml\n[tool.pytest.ini_options]\n```\n"
     kinds = [(b.kind, b.path, b.reason, b.code, b.line) for b in parse(fine)]
     assert kinds == [
         ("client", None, None, "x = 1\n", 3),
         ("skip", None, "a fragment", "async def f(): ...\n", 8),
         ("file", "pkg/m.py", None, "y = 2\n", 15),
+        ("file", "pyproject.toml", None, "[tool.pytest.ini_options]\n", 20),
     ]
+    assert [b.is_python for b in parse(fine)] == [True, True, True, False]
     assert parse("```sh\nmake test\n```\n") == []  # only python blocks need a marker
     bad = {
         "```python\nx = 1\n```\n": "without a readme-test marker",
         "<!-- readme-test: skip -->\n```python\nx\n```\n": "needs a reason",
         '<!-- readme-test: skip reason="" -->\n```python\nx\n```\n': "needs a reason",
         "<!-- readme-test: file=/etc/x.py -->\n```python\nx\n```\n": "relative path",
+        "<!-- readme-test: file=setup.cfg -->\n```ini\nx\n```\n": "a .py or .toml file",
+        "<!-- readme-test: file=pyproject.toml -->\n```python\nx\n```\n": "goes before a toml block",
+        "<!-- readme-test: file=x.py -->\n```toml\nx\n```\n": "before a toml block",
         "<!-- readme-test: run -->\n```python\nx\n```\n": "unknown readme-test marker",
         "<!-- readme-test: client -->\nSome text.\n```python\nx\n```\n": "without a python block",
         "<!-- readme-test: client -->\n```sh\nls\n```\n": "before a sh block",
@@ -209,9 +225,15 @@ class SnippetRun:
     trace: dict
     stdout: str
     requests: list[dict]
-    """The Anthropic requests the worker's SDK sent to the fake."""
+    """The Anthropic requests the worker's SDK sent to the fake (none when run offline)."""
     store_path: Path
     context: str
+    project: Path
+
+
+def run_in_project(args: list[str], project: Path, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess:
+    """``PYTHON args`` in the project, as a reader runs it there (output captured)."""
+    return subprocess.run([PYTHON, *args], cwd=project, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def run_snippets(
@@ -219,12 +241,14 @@ def run_snippets(
     tmp_path: Path,
     pages: list[Path],
     agents: list[str],
-    replies: Callable[[FakeLLMServer], None],
+    replies: Callable[[FakeLLMServer], None] | None = None,
     plain: list[str] | None = None,
 ) -> SnippetRun:
     """Write the pages' ``file=`` blocks into a project, start ``durable-agents worker`` for
     ``agents`` there, run the pages' ``client`` blocks in a client process (then ``plain``:
-    ``[MODULE:FUNC, SESSION, TEXT]`` for a plain-temporalio worker's run), stop the worker."""
+    ``[MODULE:FUNC, SESSION, TEXT]`` for a plain-temporalio worker's run), stop the worker.
+    ``replies``: what a ``FakeLLMServer`` answers, for pages whose agents call Anthropic;
+    None: the worker gets no provider key or URL at all (the pages run offline)."""
     project = tmp_path / "project"
     project.mkdir()
     write_project(parse_pages(pages, ROOT), project)
@@ -233,32 +257,28 @@ def run_snippets(
     store_path = project / ".durable-agents" / "store.db"
     log, trace_path = tmp_path / "worker.log", tmp_path / "trace.json"
 
-    with FakeLLMServer() as llm:
-        replies(llm)
+    with contextlib.ExitStack() as stack:
+        llm = stack.enter_context(FakeLLMServer()) if replies is not None else None
+        if llm is not None and replies is not None:
+            replies(llm)
+        fake_env = {"ANTHROPIC_BASE_URL": llm.anthropic_base_url, "ANTHROPIC_API_KEY": API_KEY} if llm else {}
         worker_cmd = [
             str(BIN / "durable-agents"),
             *("--address", address, "--task-queue", task_queue, "--store", f"sqlite:///{store_path}"),
             "worker",
             *(arg for agent in agents for arg in ("--agent", agent)),
         ]
-        fake_env = {"ANTHROPIC_BASE_URL": llm.anthropic_base_url, "ANTHROPIC_API_KEY": API_KEY}
         worker = start_worker(worker_cmd, project, project_env(project, **fake_env), log)
         try:
-            client_cmd = [sys.executable, "-P", str(RUNNER), str(ROOT)]
-            client_cmd += [os.pathsep.join(str(p.relative_to(ROOT)) for p in pages), str(trace_path), task_queue]
-            client_cmd += ["--plain", *plain] if plain else []
+            client_args = ["-P", str(RUNNER), str(ROOT)]
+            client_args += [os.pathsep.join(str(p.relative_to(ROOT)) for p in pages), str(trace_path), task_queue]
+            client_args += ["--plain", *plain] if plain else []
+            client_env = project_env(project, TEMPORAL_ADDRESS=address, **fake_env)
             try:
-                ran = subprocess.run(
-                    client_cmd,
-                    cwd=project,
-                    env=project_env(project, TEMPORAL_ADDRESS=address, **fake_env),
-                    capture_output=True,
-                    text=True,
-                    timeout=300,
-                )
+                ran = run_in_project(client_args, project, client_env, timeout=300)
             except subprocess.TimeoutExpired as e:
                 pytest.fail(f"the client snippets hung:\n{e.stdout}\n{e.stderr}\n--- worker ---\n{log.read_text()}")
-            requests = [r for r in llm.requests if r["path"] == "/v1/messages"]
+            requests = [r for r in llm.requests if r["path"] == "/v1/messages"] if llm else []
         finally:
             stop(worker)
 
@@ -269,18 +289,7 @@ def run_snippets(
     )
     exit_code = ran.returncode  # (not ran.returncode in the assert: pytest would print all of ran)
     assert exit_code == 0, f"the client snippets failed (exit {exit_code}){context}"
-    return SnippetRun(json.loads(trace), ran.stdout, requests, store_path, context)
-
-
-def tour_replies(llm: FakeLLMServer) -> None:
-    """What the tour's model says, in the order the tour asks."""
-    llm.anthropic.reply_tool_calls([("get_weather", {"city": "Rome"}, "toolu_1")], text="Checking the sky.")
-    llm.anthropic.reply_tool_calls([("charge_card", {"amount_cents": 4000}, "toolu_2")], text="Deposit next.")
-    llm.anthropic.reply_text("Booked: a table for 2 tonight, deposit paid.")
-    llm.anthropic.reply_text("It will rain, so I booked a table indoors.")  # the resumed fork
-    llm.anthropic.reply_text(STREAMED)  # the Streaming page's run, streamed (server-sent events)
-    llm.stream_delay = 0.01  # its 13 deltas arrive over 0.13 s, as a model's would
-    llm.anthropic.reply_text("Booked: a table for 4 tomorrow.")  # the plain-temporalio worker's run
+    return SnippetRun(json.loads(trace), ran.stdout, requests, store_path, context, project)
 
 
 def test_the_docs_tour_runs_as_written(env: WorkflowEnvironment, tmp_path: Path):
@@ -289,13 +298,13 @@ def test_the_docs_tour_runs_as_written(env: WorkflowEnvironment, tmp_path: Path)
         tmp_path,
         TOUR,
         ["myapp.agents:booker", "myapp.team:planner"],
-        tour_replies,
-        plain=["myapp.temporal_app:run_worker", "chat-43", "Book a table for 4 tomorrow"],
+        plain=["myapp.temporal_app:run_worker", "chat-43", "Is it sunny in Rome tomorrow?"],
     )
     try:
-        check_tour(run.trace, run.stdout, run.requests, run.store_path)
+        check_tour(run.trace, run.stdout, run.store_path)
     except (AssertionError, LookupError, ValueError, TypeError) as e:  # a check failed, or the trace lacks a part
         raise AssertionError(f"{type(e).__name__}: {e}{run.context}") from e
+    check_page_tests(run.project)
 
 
 def test_the_readme_example_runs_as_written(env: WorkflowEnvironment, tmp_path: Path):
@@ -318,32 +327,37 @@ def test_the_readme_example_runs_as_written(env: WorkflowEnvironment, tmp_path: 
             store.close()
         assert [(name, result["booked"]) for name, result in booked] == [("book_table", "Roscioli")], booked
         assert len(run.requests) == 2, run.requests
+        keys = [r["headers"].get("x-api-key") or r["headers"].get("authorization", "") for r in run.requests]
+        assert all(API_KEY in key for key in keys), keys  # the worker's environment, as the README says
     except (AssertionError, LookupError, ValueError, TypeError) as e:
         raise AssertionError(f"{type(e).__name__}: {e}{run.context}") from e
 
 
-def check_tour(trace: dict, stdout: str, requests: list[dict], store_path: Path) -> None:
+def check_tour(trace: dict, stdout: str, store_path: Path) -> None:
     def after(call: str) -> dict:
         entry = next(b for b in trace["blocks"] if call in b["code"])  # the first block that makes the call
         return entry["result"]
 
-    # send(): the run pauses on the charge, which needs approval
+    # send(): the run checks the weather, then pauses on the charge, which needs approval
     paused = after("client.send(")
     assert paused["finish_reason"] == "awaiting-approval" and paused["approval_id"], paused
-    assert stdout.startswith("awaiting-approval 2 "), stdout
-    assert "charge_card {'amount_cents': 4000}" in stdout, stdout
+    assert stdout.startswith("awaiting-approval 2 Clear skies: a table outside. The deposit first.\n"), stdout
+    assert "\ncharge_card {'amount_cents': 4000}\n" in stdout, stdout
     # approve(): the same run goes on to its end
     done = after("client.approve(")
     assert (done["session_id"], done["finish_reason"]) == ("chat-42", "stop"), done
-    assert done["messages"][-1]["content"] == "Booked: a table for 2 tonight, deposit paid."
-    # fork on Temporal, then resume it: a new session from step 1, with the new input
+    assert "\nstop Booked: a table for 2 tonight, deposit paid (receipt r-1).\n" in stdout, stdout
+    # a second send() on the finished session goes on with it
+    assert "\nstop Clear skies in Rome.\n" in stdout, stdout
+    # fork on Temporal with the step-1 call's result patched (its id read from the session), then resume
     forked = after("client.resume(")
     assert (forked["session_id"], forked["finish_reason"]) == ("chat-42.fork-1", "stop"), forked
-    assert [m["content"] for m in forked["messages"] if m["role"] == "user"][-1] == "It will rain."
+    assert "\nRain in Rome: shall I look for a table indoors?\n" in stdout, stdout
     # the store-only fork and compare
     names = trace["namespace"]
     assert names["made"]["session_id"] == "chat-42.fork-2"
-    assert names["cmp"]["diverged_at"] == 1 and names["cmp"]["drift"]["step_count"] == {"a": 3, "b": 1}
+    assert names["cmp"]["diverged_at"] == 2 and names["cmp"]["drift"]["step_count"] == {"a": 5, "b": 1}
+    assert "\n2 a=5 b=1\n" in stdout, stdout
     # the plain-temporalio worker
     assert (trace["plain"]["session_id"], trace["plain"]["finish_reason"]) == ("chat-43", "stop")
     check_team(trace, stdout, store_path)
@@ -354,10 +368,8 @@ def check_tour(trace: dict, stdout: str, requests: list[dict], store_path: Path)
         assert store.load("chat-42").status == CheckpointStatus.FINISHED
         assert any(e.status == CheckpointStatus.AWAITING_APPROVAL for e in store.history("chat-42"))
         receipt = {"receipt": "r-1", "amount_cents": 4000}  # the stand-in's first and only charge
-        assert tool_results(store, "chat-42") == [
-            ("get_weather", {"city": "Rome", "forecast": "clear"}),
-            ("charge_card", receipt),
-        ]
+        weather = ("get_weather", {"city": "Rome", "forecast": "clear"})
+        assert tool_results(store, "chat-42") == [weather, ("charge_card", receipt), weather]
         charges = [
             result
             for summary in store.list_sessions()
@@ -365,20 +377,30 @@ def check_tour(trace: dict, stdout: str, requests: list[dict], store_path: Path)
             if name == "charge_card"
         ]
         assert charges == [receipt], charges  # forks start before the charge and never repeat it
-        assert tool_results(store, "chat-42.fork-2") == [("get_weather", {"forecast": "rain"})]
+        assert tool_results(store, "chat-42.fork-1") == [("get_weather", {"city": "Rome", "forecast": "rain"})]
         assert store.load("chat-42.fork-2").status == CheckpointStatus.IN_PROGRESS
+        # offline, as the tutorial says: every model turn of the tour's booker was the script's
+        models = {store.load(s).run_config.model for s in ("chat-42", "chat-42.fork-1", "chat-43", "chat-44")}
+        assert models == {"scripted:booker"}, models
     finally:
         store.close()
-
-    # the worker's real SDK called the fake: 3 turns for chat-42, 1 for the fork, 1 streamed, 1 for chat-43
-    assert len(requests) == 6, [r["body"]["messages"][-1] for r in requests]
-    assert [bool(r["body"].get("stream")) for r in requests] == [False] * 4 + [True, False]
     check_streaming(trace, stdout, store_path)
-    keys = [r["headers"].get("x-api-key") or r["headers"].get("authorization", "") for r in requests]
-    assert all(API_KEY in key for key in keys), keys  # the worker's environment, as the tutorial says
-    assert {r["body"]["model"] for r in requests} == {"claude-sonnet-4-6"}
-    sent_back = [b for b in requests[2]["body"]["messages"][-1]["content"] if b.get("type") == "tool_result"]
-    assert [(b["tool_use_id"], json.loads(b["content"])) for b in sent_back] == [("toolu_2", receipt)]
+
+
+def check_page_tests(project: Path) -> None:
+    """The test files of how-to/testing.md and how-to/replay.md, run by real pytest in the
+    project as the pages say (``python -m pytest tests`` from its root, its
+    ``pyproject.toml``'s settings, no PYTHONPATH), after the tour exported the fixture."""
+    assert (project / "tests" / "fixtures" / "runs.jsonl").is_file(), "replay.md's client block exports it"
+    env = {k: v for k, v in project_env(project).items() if k != "PYTHONPATH"}
+    try:
+        ran = run_in_project(["-m", "pytest", "-q", "tests"], project, env, timeout=600)
+    except subprocess.TimeoutExpired as e:
+        pytest.fail(f"the pages' tests hung:\n{e.stdout}\n{e.stderr}")
+    output = f"{ran.stdout}\n{ran.stderr}"
+    exit_code = ran.returncode
+    assert exit_code == 0, f"the pages' tests failed (exit {exit_code}):\n{output}"
+    assert re.search(r"\b4 passed\b", ran.stdout), output
 
 
 def test_every_file_block_imports_as_written(tmp_path: Path):
@@ -388,14 +410,7 @@ def test_every_file_block_imports_as_written(tmp_path: Path):
     modules = [".".join(p.relative_to(tmp_path).with_suffix("").parts) for p in written if p.suffix == ".py"]
     assert "myapp.settings" in modules and "myapp.offline" in modules
     probe = "import importlib, sys\nfor name in sys.argv[1:]:\n    importlib.import_module(name)\n"
-    ran = subprocess.run(
-        [sys.executable, "-P", "-c", probe, *modules],
-        cwd=tmp_path,
-        env=project_env(tmp_path),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    ran = run_in_project(["-P", "-c", probe, *modules], tmp_path, project_env(tmp_path), timeout=120)
     assert ran.returncode == 0, ran.stderr
 
 
@@ -407,19 +422,20 @@ def check_replay(trace: dict, stdout: str) -> None:
     assert "2 of 2 replayed sessions changed (allowed: 0)" in stdout, stdout
 
 
-STREAMED = "Clear skies in Rome tonight: a table outside, then."
+STREAMED = "Checking the sky.\n[get_weather {'city': 'Rome'}]\nClear skies in Rome.\nstop\n"
+"""What the Streaming page prints as chat-44 streams: the script's two turns and the call between."""
 
 
 def check_streaming(trace: dict, stdout: str, store_path: Path) -> None:
     """The Streaming page: the text printed as it streamed, the run's end, the replay."""
-    assert f"{STREAMED}\nstop\n" in stdout, stdout
-    count = int(stdout.split(f"{STREAMED}\nstop\n", 1)[1].split()[0])
-    assert stdout.split(f"{STREAMED}\nstop\n", 1)[1].startswith(f"{count} True"), stdout
+    assert STREAMED in stdout, stdout
+    count = int(stdout.split(STREAMED, 1)[1].split()[0])
+    assert stdout.split(STREAMED, 1)[1].startswith(f"{count} True"), stdout
     store = SqliteStore(store_path)
     try:
         events = store.read_events("chat-44")
-        assert len(events) == count and sum('"type":"text-delta"' in e.body for e in events) > 1
-        assert store.load("chat-44").messages[-1].content == STREAMED
+        assert len(events) == count and sum('"type":"text-delta"' in e.body for e in events) > 2
+        assert store.load("chat-44").messages[-1].content == "Clear skies in Rome."
     finally:
         store.close()
 

@@ -26,6 +26,9 @@ every write for a while), for "the store was unavailable" tests.
     await worker.restart(temporal)        # a fresh worker finishes the run
     result = await client.result("s1", handle)
     check_guarantees(client.store.load("s1"), logs, logs)
+
+A whole test (its pytest fixture and settings too), run as written by the project's own
+tests: "Test your own agents against crashes" in docs/how-to/testing.md.
 """
 
 from __future__ import annotations
