@@ -5,16 +5,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shlex
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
-from durable_agents.cli._common import UsageError, add_ui_flag, client_of, resolved_target
+from durable_agents.cli._common import UsageError, add_ui_flag, client_of, duration, resolved_target
 
 TOKENS_ENV = "DURABLE_AGENTS_WEB_TOKENS"
 DEFAULT_TOKENS = ".durable-agents/web-tokens.json"
 DEFAULT_PORT = 8300
 WEBHOOK_SECRET_ENV = "DURABLE_AGENTS_WEBHOOK_SECRET"
 DEFAULT_WEBHOOK_STATE = ".durable-agents/webhooks.json"
+MAKE_SECRET = 'python -c "import secrets; print(secrets.token_urlsafe(32))" > {path} && chmod 600 {path}'
 ROLES = ("viewer", "approver", "operator")
 
 
@@ -67,13 +70,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     web.add_argument(
         "--webhook-secret-file",
         metavar="PATH",
-        help=f"the webhooks' signing secret (default: ${WEBHOOK_SECRET_ENV})",
+        help=f"the webhooks' signing secret, 16 characters or more (default: ${WEBHOOK_SECRET_ENV}); make one "
+        f"with: {MAKE_SECRET.format(path='PATH')}",
     )
     web.add_argument(
         "--webhook-state",
         default=DEFAULT_WEBHOOK_STATE,
         metavar="PATH",
-        help=f"where the webhooks' cursor and undelivered events are kept (default {DEFAULT_WEBHOOK_STATE})",
+        help=f"where the webhooks' cursors and undelivered events are kept (default {DEFAULT_WEBHOOK_STATE}); "
+        "a restart goes on from it",
+    )
+    web.add_argument(
+        "--webhook-since",
+        type=_since,
+        default="now",
+        metavar="WHEN",
+        help="where a webhook's first start (no state for it yet) begins: now (default: what happens from then "
+        "on), all (every event the store holds), a duration (24h: sessions saved in the last 24 hours) or an "
+        "ISO time; a webhook with state goes on from it",
     )
     add_ui_flag(web)
     web.set_defaults(func=cmd_web)
@@ -128,6 +142,7 @@ async def cmd_web(args: argparse.Namespace) -> int:
 
     if args.anonymous and not is_loopback(args.host):
         raise UsageError(f"--anonymous is allowed only on a loopback --host (not {args.host!r})")
+    hooks = _webhooks(args)  # a missing secret is refused before anything starts (or is made)
     tokens = TokenFile(Path(args.tokens_file))
     has_tokens = bool(tokens.entries())  # a malformed file is refused here, not at the first request
     if not (has_tokens or args.proxy_header or args.anonymous):
@@ -137,7 +152,12 @@ async def cmd_web(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     client = await client_of(args)
-    notifier = _webhooks(args, client.store)
+    notifier = None
+    if hooks:
+        from durable_agents.web.webhooks import WebhookNotifier
+
+        notifier = WebhookNotifier(client.store, hooks, args.webhook_state, since=args.webhook_since)
+        print(f"durable-agents web: {_webhooks_line(args, notifier)}", file=sys.stderr)
     address, _ = resolved_target(args)
     ui = (
         args.ui_url or os.environ.get(UI_ENV) or (DEFAULT_UI_URL if address.startswith(("localhost", "127.")) else None)
@@ -168,20 +188,72 @@ async def cmd_web(args: argparse.Namespace) -> int:
     return 0 if server.started else 1
 
 
-def _webhooks(args: argparse.Namespace, store):  # -> WebhookNotifier | None
+def _since(text: str):  # -> "now" | "all" | datetime: argparse type of --webhook-since
+    value = text.strip().lower()
+    if value in ("now", "all"):
+        return value
+    try:
+        return datetime.now(UTC) - duration(text)
+    except argparse.ArgumentTypeError:
+        pass
+    try:
+        when = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"invalid --webhook-since {text!r}: now, all, a duration (e.g. 24h) or an ISO time (e.g. 2026-01-31T09:00Z)"
+        ) from None
+    return when if when.tzinfo is not None else when.astimezone()  # a time without zone: the local one
+
+
+def _webhooks(args: argparse.Namespace) -> list:  # -> list[Webhook]
+    """The ``--webhook`` URLs with their signing secret (none: no webhooks)."""
     if not args.webhook:
-        return None
-    from durable_agents.web.webhooks import Webhook, WebhookNotifier
+        return []
+    from durable_agents.web.webhooks import Webhook
 
     if args.webhook_secret_file:
-        secret = Path(args.webhook_secret_file).read_text().strip()
+        path = Path(args.webhook_secret_file)
+        try:
+            secret = path.read_text().strip()
+        except FileNotFoundError:
+            make = MAKE_SECRET.format(path=shlex.quote(str(path)))
+            if not path.parent.is_dir():
+                make = f"mkdir -p {shlex.quote(str(path.parent))} && {make}"
+            raise UsageError(
+                f"--webhook-secret-file {path}: no such file; make a secret with: {make} "
+                "(the receiver checks signatures with the same secret)"
+            ) from None
+        except (OSError, UnicodeDecodeError) as e:
+            raise UsageError(f"--webhook-secret-file {path}: cannot read it ({e})") from None
     else:
         secret = os.environ.get(WEBHOOK_SECRET_ENV, "").strip()
     if len(secret) < 16:
+        where = f"--webhook-secret-file {args.webhook_secret_file}" if args.webhook_secret_file else "no secret given"
         raise UsageError(
-            f"--webhook needs a signing secret of 16 characters or more: --webhook-secret-file PATH or ${WEBHOOK_SECRET_ENV}"
+            f"--webhook needs a signing secret of 16 characters or more ({where}): --webhook-secret-file PATH or "
+            f"${WEBHOOK_SECRET_ENV}; make one with: {MAKE_SECRET.format(path='webhook.secret')}"
         )
     for url in args.webhook:
         if not url.startswith(("https://", "http://")):
             raise UsageError(f"--webhook {url!r}: an http(s) URL")
-    return WebhookNotifier(store, [Webhook(url, secret) for url in args.webhook], args.webhook_state)
+    return [Webhook(url, secret) for url in args.webhook]
+
+
+def _webhooks_line(args: argparse.Namespace, notifier) -> str:
+    """What the webhooks start from: the first start of a webhook, or its state."""
+    new, going_on = len(notifier.new), len(notifier.webhooks) - len(notifier.new)
+    parts = []
+    if new:
+        since = args.webhook_since
+        start = (
+            "events from now on (--webhook-since all or 24h for earlier ones)"
+            if since == "now"
+            else "every event the store holds"
+            if since == "all"
+            else f"the events of sessions saved since {since.isoformat(timespec='seconds')}"
+        )
+        parts.append(f"{new} webhook(s) start: {start}")
+    if going_on:
+        ignored = "; --webhook-since is for a first start only" if args.webhook_since != "now" else ""
+        parts.append(f"{going_on} webhook(s) go on from {args.webhook_state}{ignored} (delete it to start over)")
+    return "; ".join(parts)
