@@ -21,7 +21,9 @@ Two projects, each run the same way:
   Anthropic SDK pointed at ``FakeLLMServer``), and its client block: the run pauses for
   approval, approving books the table once.
 
-Every process these tests start is started by ``start_worker`` or ``run_in_project``.
+Every process these tests start is started by ``start_worker`` or ``run_in_project``, from
+durable-agents as a user installs it: the wheel, built and installed into a fresh venv
+(the ``installed`` fixture, tests/installed_wheel.py), not the checkout's editable install.
 
 Every other page of docs/ has no Python block (a test says so), so none goes untested;
 the ``temporal-cli`` blocks run in tests/outside_clients/test_doc_cli_snippets.py.
@@ -35,7 +37,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -47,6 +48,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from durable_agents.checkpoint import CheckpointStatus, Role, SqliteStore
 from tests.fakes.llm_server import FakeLLMServer
+from tests.installed_wheel import Installed
 from tests.readme_snippets import (
     Block,
     ReadmeMarkerError,
@@ -79,10 +81,6 @@ TOUR = [
 ]
 """The pages whose blocks make the tour's one project, in order (the site's order)."""
 RUNNER = Path(__file__).resolve().parent / "readme_snippets.py"
-PYTHON = sys.executable
-"""The Python the snippets' processes run on (the client, pytest, the import probe)."""
-BIN = Path(PYTHON).parent
-"""Where ``durable-agents`` is installed beside it."""
 API_KEY = "readme-test-key"
 MAX_SKIPS = 2
 """Skipped blocks are the exception: each one is a snippet nobody runs."""
@@ -183,10 +181,11 @@ def test_temporal_cli_blocks_are_read_as_commands():
 
 
 # -- the tour, run (a Temporal server, a worker process, a client process) ---------------
-def project_env(project: Path, **extra: str) -> dict[str, str]:
-    """This environment minus anything that would point the snippets elsewhere."""
+def project_env(installed: Installed, project: Path, **extra: str) -> dict[str, str]:
+    """The install's environment (its ``bin`` first on PATH) minus anything that would point
+    the snippets elsewhere."""
     dropped = ("PYTHONPATH", "PYTHONSAFEPATH", "ANTHROPIC_", "OPENAI_", "TEMPORAL_", "DURABLE_AGENTS_")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(dropped)}
+    env = {k: v for k, v in installed.env().items() if not k.startswith(dropped)}
     return {**env, "PYTHONPATH": str(project), **extra}
 
 
@@ -231,13 +230,18 @@ class SnippetRun:
     project: Path
 
 
-def run_in_project(args: list[str], project: Path, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess:
-    """``PYTHON args`` in the project, as a reader runs it there (output captured)."""
-    return subprocess.run([PYTHON, *args], cwd=project, env=env, capture_output=True, text=True, timeout=timeout)
+def run_in_project(
+    installed: Installed, args: list[str], project: Path, env: dict[str, str], timeout: float
+) -> subprocess.CompletedProcess:
+    """``python args`` of the install, in the project, as a reader runs it there (output captured)."""
+    return subprocess.run(
+        [str(installed.python), *args], cwd=project, env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def run_snippets(
     env: WorkflowEnvironment,
+    installed: Installed,
     tmp_path: Path,
     pages: list[Path],
     agents: list[str],
@@ -263,19 +267,19 @@ def run_snippets(
             replies(llm)
         fake_env = {"ANTHROPIC_BASE_URL": llm.anthropic_base_url, "ANTHROPIC_API_KEY": API_KEY} if llm else {}
         worker_cmd = [
-            str(BIN / "durable-agents"),
+            str(installed.cli),
             *("--address", address, "--task-queue", task_queue, "--store", f"sqlite:///{store_path}"),
             "worker",
             *(arg for agent in agents for arg in ("--agent", agent)),
         ]
-        worker = start_worker(worker_cmd, project, project_env(project, **fake_env), log)
+        worker = start_worker(worker_cmd, project, project_env(installed, project, **fake_env), log)
         try:
             client_args = ["-P", str(RUNNER), str(ROOT)]
             client_args += [os.pathsep.join(str(p.relative_to(ROOT)) for p in pages), str(trace_path), task_queue]
             client_args += ["--plain", *plain] if plain else []
-            client_env = project_env(project, TEMPORAL_ADDRESS=address, **fake_env)
+            client_env = project_env(installed, project, TEMPORAL_ADDRESS=address, **fake_env)
             try:
-                ran = run_in_project(client_args, project, client_env, timeout=300)
+                ran = run_in_project(installed, client_args, project, client_env, timeout=300)
             except subprocess.TimeoutExpired as e:
                 pytest.fail(f"the client snippets hung:\n{e.stdout}\n{e.stderr}\n--- worker ---\n{log.read_text()}")
             requests = [r for r in llm.requests if r["path"] == "/v1/messages"] if llm else []
@@ -292,9 +296,10 @@ def run_snippets(
     return SnippetRun(json.loads(trace), ran.stdout, requests, store_path, context, project)
 
 
-def test_the_docs_tour_runs_as_written(env: WorkflowEnvironment, tmp_path: Path):
+def test_the_docs_tour_runs_as_written(env: WorkflowEnvironment, installed: Installed, tmp_path: Path):
     run = run_snippets(
         env,
+        installed,
         tmp_path,
         TOUR,
         ["myapp.agents:booker", "myapp.team:planner"],
@@ -304,15 +309,15 @@ def test_the_docs_tour_runs_as_written(env: WorkflowEnvironment, tmp_path: Path)
         check_tour(run.trace, run.stdout, run.store_path)
     except (AssertionError, LookupError, ValueError, TypeError) as e:  # a check failed, or the trace lacks a part
         raise AssertionError(f"{type(e).__name__}: {e}{run.context}") from e
-    check_page_tests(run.project)
+    check_page_tests(installed, run.project)
 
 
-def test_the_readme_example_runs_as_written(env: WorkflowEnvironment, tmp_path: Path):
+def test_the_readme_example_runs_as_written(env: WorkflowEnvironment, installed: Installed, tmp_path: Path):
     def replies(llm: FakeLLMServer) -> None:
         llm.anthropic.reply_tool_calls([("book_table", {"restaurant": "Roscioli", "people": 2}, "toolu_1")])
         llm.anthropic.reply_text("Booked: Roscioli, for 2.")
 
-    run = run_snippets(env, tmp_path, [README], ["quickstart.agents:booker"], replies)
+    run = run_snippets(env, installed, tmp_path, [README], ["quickstart.agents:booker"], replies)
     try:
         (entry,) = [b for b in run.trace["blocks"] if "client.send(" in b["code"]]
         result = entry["result"]
@@ -387,14 +392,14 @@ def check_tour(trace: dict, stdout: str, store_path: Path) -> None:
     check_streaming(trace, stdout, store_path)
 
 
-def check_page_tests(project: Path) -> None:
+def check_page_tests(installed: Installed, project: Path) -> None:
     """The test files of how-to/testing.md and how-to/replay.md, run by real pytest in the
     project as the pages say (``python -m pytest tests`` from its root, its
     ``pyproject.toml``'s settings, no PYTHONPATH), after the tour exported the fixture."""
     assert (project / "tests" / "fixtures" / "runs.jsonl").is_file(), "replay.md's client block exports it"
-    env = {k: v for k, v in project_env(project).items() if k != "PYTHONPATH"}
+    env = {k: v for k, v in project_env(installed, project).items() if k != "PYTHONPATH"}
     try:
-        ran = run_in_project(["-m", "pytest", "-q", "tests"], project, env, timeout=600)
+        ran = run_in_project(installed, ["-m", "pytest", "-q", "tests"], project, env, timeout=600)
     except subprocess.TimeoutExpired as e:
         pytest.fail(f"the pages' tests hung:\n{e.stdout}\n{e.stderr}")
     output = f"{ran.stdout}\n{ran.stderr}"
@@ -403,14 +408,16 @@ def check_page_tests(project: Path) -> None:
     assert re.search(r"\b4 passed\b", ran.stdout), output
 
 
-def test_every_file_block_imports_as_written(tmp_path: Path):
+def test_every_file_block_imports_as_written(installed: Installed, tmp_path: Path):
     """Modules the tour's worker does not load (e.g. myapp/settings.py) still run as written."""
     blocks = tour_blocks()
     written = write_project(blocks, tmp_path)
     modules = [".".join(p.relative_to(tmp_path).with_suffix("").parts) for p in written if p.suffix == ".py"]
     assert "myapp.settings" in modules and "myapp.offline" in modules
     probe = "import importlib, sys\nfor name in sys.argv[1:]:\n    importlib.import_module(name)\n"
-    ran = run_in_project(["-P", "-c", probe, *modules], tmp_path, project_env(tmp_path), timeout=120)
+    ran = run_in_project(
+        installed, ["-P", "-c", probe, *modules], tmp_path, project_env(installed, tmp_path), timeout=120
+    )
     assert ran.returncode == 0, ran.stderr
 
 

@@ -40,6 +40,7 @@ from durable_agents.activities.transcript import pending_tool_calls
 from durable_agents.checkpoint.errors import StoreUnavailableError  # what FailingStore raises
 from durable_agents.checkpoint.format import CheckpointStatus, Role
 from durable_agents.checkpoint.stores.base import CheckpointStore
+from durable_agents.devserver import find_temporal_binary, find_test_server_binary
 from durable_agents.testing._checks import GuaranteeSummary, GuaranteeViolation, check_guarantees
 from durable_agents.testing._core import (
     KILLS,
@@ -82,6 +83,8 @@ __all__ = [
     "configure",
     "configured",
     "crash_point",
+    "find_temporal_binary",
+    "find_test_server_binary",
     "infer_window",
     "read_records",
     "record_side_effect",
