@@ -57,3 +57,20 @@ def test_the_pages_limiter_without_temporal_books_and_settles():
         asyncio.run(
             limiter.call(BudgetCall("anthropic", "claude-sonnet-4-5"), too_big, lambda: Provider().generate(too_big))
         )
+
+
+def test_the_pages_blocks_run_from_the_installed_wheel(installed, tmp_path):
+    """As a reader runs them after ``pip install durable-agents``: each block in the installed
+    package's Python (isolated: nothing of the checkout importable), in a folder of their own."""
+    import subprocess
+
+    for code in page_blocks():
+        ran = subprocess.run(
+            [str(installed.python), "-I", "-c", code],
+            cwd=tmp_path,
+            env=installed.env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert ran.returncode == 0, f"{code}\n{ran.stderr}"
