@@ -199,7 +199,8 @@ async def cmd_run(args: argparse.Namespace) -> int:
     name = load_agents(args.agent)[0].name if ":" in args.agent else args.agent
     session = args.session or f"{name}-{uuid.uuid4().hex[:8]}"
     header = store_of(args).load_header(session)
-    if not args.input and header is not None and answered(header):  # no input resumes: as `resume` refuses it
+    if not args.input and header is not None and header.parent_session_id is None and answered(header):
+        # no input resumes: refused as `resume` refuses it (a sub-agent's session is refused as such below)
         reason = header.finish_reason.value if header.finish_reason else None
         raise SessionFinishedError(session, header.agent, reason)
     client = await client_of(args)

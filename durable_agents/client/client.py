@@ -290,7 +290,7 @@ class AgentClient:
         name = agent or header.agent
         if not name:
             raise ConfigurationError(f"session {session_id!r} records no agent; pass agent=")
-        if not force and answered(header):
+        if not force and answered(header) and header.parent_session_id is None:  # (a sub-agent's: refused below)
             from durable_agents.errors import SessionFinishedError
 
             reason = header.finish_reason.value if header.finish_reason else None
