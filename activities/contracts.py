@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 from pydantic_core import PydanticUndefined
 
+from durable_agents.checkpoint.errors import DecisionTooLargeError
 from durable_agents.checkpoint.fingerprint import AgentDrift
 from durable_agents.checkpoint.format import (
     CheckpointStatus,
@@ -348,6 +349,49 @@ def edited_arguments_problem(decision: ApprovalDecision, spec: ToolSpec | None) 
         return None
     where = ".".join(str(p) for p in error.absolute_path) or "the arguments"
     return f"edited arguments for {spec.name} do not match its input schema: {where}: {error.message}"
+
+
+MAX_DECISION_BYTES = 256 * 1024
+"""The most a decision's edited ``arguments`` (as compact JSON), its ``note`` or its ``decidedBy``
+(as UTF-8) may hold, each. Edited arguments cannot go through the store (any Temporal client
+may send a decision): a decision crosses Temporal inline, as the ``decide`` update's or the
+``approve`` signal's payload, then in the inputs of the activities that record it and run the
+call with the edited arguments. Temporal refuses a payload over 2 MB, and a workflow task that
+schedules one fails, again and again, with nothing decided; every payload also stays in the
+run's history. 256 KiB each, the bound of a run's inline input (``MAX_INLINE_INPUT_BYTES``),
+keeps every payload of a decision far under Temporal's limit, with room for the rest of the
+payload and an encryption codec's overhead, and is far more than a person edits by hand."""
+
+
+def decision_too_large(
+    arguments: dict[str, Any] | None, note: str | None = None, decided_by: str | None = None
+) -> tuple[str, int] | None:
+    """The first part of a decision over ``MAX_DECISION_BYTES`` (``"edited arguments"``,
+    ``"note"`` or ``"decidedBy"``) and its size in bytes; None when every part fits.
+    The client, the CLI, the HTTP API and the run's handlers all check with this."""
+    if arguments is not None:
+        size = len(json.dumps(arguments, ensure_ascii=False, separators=(",", ":"), default=str).encode())
+        if size > MAX_DECISION_BYTES:
+            return "edited arguments", size
+    for part, text in (("note", note), ("decidedBy", decided_by)):
+        if isinstance(text, str) and len(text) * 4 > MAX_DECISION_BYTES:  # cheap: most text is far under
+            size = len(text.encode())
+            if size > MAX_DECISION_BYTES:
+                return part, size
+    return None
+
+
+def check_decision_size(
+    session_id: str,
+    approval_id: str | None,
+    arguments: dict[str, Any] | None,
+    note: str | None = None,
+    decided_by: str | None = None,
+) -> None:
+    """Raise ``DecisionTooLargeError`` for a decision with a part over ``MAX_DECISION_BYTES``."""
+    found = decision_too_large(arguments, note, decided_by)
+    if found is not None:
+        raise DecisionTooLargeError(session_id, approval_id, found[0], found[1], MAX_DECISION_BYTES)
 
 
 class PendingApproval(FormatModel):

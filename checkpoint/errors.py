@@ -60,7 +60,8 @@ class FailureType(StrEnum):
     run fails at once, before it touches the store; the message names the field."""
     INVALID_DECISION = "InvalidDecisionError"
     """A ``decide`` update the run refuses for its payload (none, several, the wrong shape, or
-    edited arguments that fail the tool's schema); details: (approval id or None, the error)."""
+    edited arguments that fail the tool's schema); details: (approval id or None, the error).
+    A part too large (:class:`DecisionTooLargeError`) adds (its name, its size, the limit)."""
     """The model's final answer failed the agent's ``output_type`` after every retry: final."""
 
     @property
@@ -233,6 +234,29 @@ class InvalidDecisionError(DurableAgentsError):
 
     def failure_details(self) -> tuple[object, ...]:
         return (self.approval_id, self.problem)
+
+
+def too_large_problem(part: str, size: int, limit: int) -> str:
+    """What a decision with a part over its size limit is told (one wording everywhere)."""
+    return f"{part} too large: {size:,} bytes, the limit is {limit:,} bytes"
+
+
+class DecisionTooLargeError(InvalidDecisionError):
+    """A decision with a part over its size limit (``MAX_DECISION_BYTES``): edited arguments
+    (as JSON), a note or a decider's name (as UTF-8). A decision crosses Temporal inline, and a
+    payload over Temporal's limit would fail the run's workflow tasks instead of deciding:
+    refused before anything is sent. Nothing was decided; the approval is still pending.
+    ``part`` names what is too large, ``size`` its bytes, ``limit`` the most allowed."""
+
+    code = "DECISION_TOO_LARGE"
+    failure_type = FailureType.INVALID_DECISION
+
+    def __init__(self, session_id: str, approval_id: str | None, part: str, size: int, limit: int) -> None:
+        super().__init__(session_id, approval_id, too_large_problem(part, size, limit))
+        self.part, self.size, self.limit = part, size, limit
+
+    def failure_details(self) -> tuple[object, ...]:
+        return (self.approval_id, self.problem, self.part, self.size, self.limit)
 
 
 class InvalidRunInputError(DurableAgentsError):

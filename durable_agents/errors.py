@@ -16,6 +16,7 @@ Hierarchy::
     ├── SessionFinishedError                SESSION_FINISHED
     ├── ApprovalNotPendingError             APPROVAL_NOT_PENDING
     ├── InvalidDecisionError                INVALID_DECISION
+    │   └── DecisionTooLargeError           DECISION_TOO_LARGE
     ├── InvalidRunInputError                INVALID_RUN_INPUT
     ├── AgentDriftError                     AGENT_DRIFT
     ├── ResumeToolMissingError              RESUME_TOOL_MISSING
@@ -34,6 +35,7 @@ from durable_agents.checkpoint.errors import (
     ApprovalNotPendingError,
     CheckpointNotFoundError,
     ConfigurationError,
+    DecisionTooLargeError,
     DurableAgentsError,
     FailureType,
     HookFailedError,
@@ -58,6 +60,7 @@ __all__ = [
     "ApprovalNotPendingError",
     "CheckpointNotFoundError",
     "ConfigurationError",
+    "DecisionTooLargeError",
     "DurableAgentsError",
     "FailureType",
     "HookFailedError",

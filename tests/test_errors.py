@@ -65,6 +65,7 @@ CODES = {
     "HookFailedError": "HOOK_FAILED",
     "InvalidRunInputError": "INVALID_RUN_INPUT",
     "InvalidDecisionError": "INVALID_DECISION",
+    "DecisionTooLargeError": "DECISION_TOO_LARGE",
 }
 RETRYABLE_CLASSES = {"StoreUnavailableError"}
 
@@ -101,6 +102,7 @@ SAMPLES: dict[str, errors.DurableAgentsError] = {
     "HookFailedError": errors.HookFailedError("hook raised", session_id="s1"),
     "InvalidRunInputError": errors.InvalidRunInputError("sessionId: Field required"),
     "InvalidDecisionError": errors.InvalidDecisionError("s1", "ap-1", "amount_cents: 'lots' is not of type 'integer'"),
+    "DecisionTooLargeError": errors.DecisionTooLargeError("s1", "ap-1", "edited arguments", 300_000, 262_144),
 }
 
 
@@ -148,6 +150,10 @@ def test_an_error_raised_in_an_activity_comes_back_as_itself(name):
         assert back.approval_id == "ap-1"
     if isinstance(error, errors.ApprovalNotPendingError):
         assert (back.approval_id, back.pending_approval_id) == ("ap-2", "ap-1")
+    if isinstance(error, errors.InvalidDecisionError):
+        assert (back.approval_id, back.problem, str(back)) == ("ap-1", error.problem, str(error))
+    if isinstance(error, errors.DecisionTooLargeError):
+        assert (back.part, back.size, back.limit) == ("edited arguments", 300_000, 262_144)
 
 
 def test_an_unknown_failure_type_is_a_run_failure_naming_it():

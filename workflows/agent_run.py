@@ -58,7 +58,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from durable_agents.checkpoint.pricing import limit_reached
     from durable_agents.workflows import budget_waits, options, search  # budget_waits: issue 33
-    from durable_agents.workflows.approvals import ApprovalGate, one_decision
+    from durable_agents.workflows.approvals import ApprovalGate, one_decision, too_large
     from durable_agents.workflows.contracts import (
         AGENT_RUN_WORKFLOW,
         AgentRunInput,
@@ -137,11 +137,16 @@ class AgentRunWorkflow:
         name="approve",
         description='Decide the pending approval: one payload {"approvalId": "…", "approved": true, '
         '"note"?: "…", "arguments"?: {edited}, "decidedBy"?: "…"}. A payload that is not one decision for '
-        "the pending approval is ignored: logged by the worker and shown in the run's Current Details.",
+        f"the pending approval, or with a part over {c.MAX_DECISION_BYTES // 1024} KiB, is ignored: logged by "
+        "the worker and shown in the run's Current Details.",
     )
     def approve(self, *payloads: Any) -> None:
         try:
-            decision = self._gate.check(payloads, self._pending_spec(check=workflow.patched(SIGNAL_CHECK_PATCH)))
+            decision = self._gate.check(
+                payloads,
+                self._pending_spec(check=workflow.patched(SIGNAL_CHECK_PATCH)),
+                bounded=lambda: workflow.patched(DECISION_SIZE_PATCH),
+            )
         except ApplicationError as e:
             self._gate.drop(e.message)
             self._set_details(None)
@@ -152,7 +157,8 @@ class AgentRunWorkflow:
         name="decide",
         description="Decide the pending approval (the payload of approve) and wait for what the run does "
         "next: returns {summary: its next pause or its end, handoff: null | continued | failed}. Refused "
-        "(nothing decided) for an approval that is not pending or edited arguments that fail the tool's schema.",
+        "(nothing decided) for an approval that is not pending, edited arguments that fail the tool's schema, "
+        f"or a part over {c.MAX_DECISION_BYTES // 1024} KiB.",
     )
     async def decide(self, *payloads: Any) -> Outcome:
         decision = one_decision(payloads)  # the validator took it
@@ -190,6 +196,9 @@ class AgentRunWorkflow:
         once with one readable error (decoded by the SDK, it would fail every workflow task)."""
         try:
             self._inp = inp = run_input(raw, workflow.info().workflow_id)
+            refusal = too_large(inp.approval) if inp.approval is not None else None
+            if refusal is not None and workflow.patched(DECISION_SIZE_PATCH):
+                raise InvalidRunInput(f"AgentRun's approval is refused: {refusal.message}; nothing was decided")
         except InvalidRunInput as e:
             self._handoff = "failed"
             await workflow.wait_condition(workflow.all_handlers_finished)
@@ -926,6 +935,10 @@ namespace has them (before: it set none)."""
 SIGNAL_CHECK_PATCH = "approve-signal-checks-arguments"
 """An ``approve`` signal whose edited arguments fail the tool's schema is dropped (before: the
 call ran with them and got an invalid-arguments result)."""
+DECISION_SIZE_PATCH = "decision-size-bound"
+"""A decision with a part over ``MAX_DECISION_BYTES`` is not taken: an ``approve`` signal carrying
+one is dropped (said in the log and Current Details) and a run started with one fails at once
+(before: the run took it, and one over Temporal's payload limit failed every workflow task after)."""
 RECORD_FAILURE_PATCH = "record-last-error"
 STREAM_OUTCOME_PATCH = "stream-outcome-event"
 """A streamed run ends with one more store activity: its outcome in its event log."""

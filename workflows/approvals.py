@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -11,8 +12,14 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
 
-    from durable_agents.activities.contracts import ApprovalDecision, PendingApproval, edited_arguments_problem
-    from durable_agents.checkpoint.errors import FailureType
+    from durable_agents.activities.contracts import (
+        MAX_DECISION_BYTES,
+        ApprovalDecision,
+        PendingApproval,
+        decision_too_large,
+        edited_arguments_problem,
+    )
+    from durable_agents.checkpoint.errors import FailureType, too_large_problem
     from durable_agents.checkpoint.format import ToolCall, ToolSpec
 
 DECISION_SHAPE = '{"approvalId": "<the pending approval id>", "approved": true}'
@@ -44,6 +51,26 @@ def validation_problems(error: ValidationError, most: int = 3) -> str:
     said = [f"{'.'.join(str(p) for p in e['loc']) or 'the payload'}: {e['msg']}" for e in found[:most]]
     more = f"; and {len(found) - most} more" if len(found) > most else ""
     return "; ".join(said) + more
+
+
+def too_large(decision: ApprovalDecision) -> ApplicationError | None:
+    """The refusal of a decision with a part over ``MAX_DECISION_BYTES`` (details: approval
+    id, the problem, the part, its size, the limit), or None when every part fits."""
+    found = decision_too_large(decision.arguments, decision.note, decision.decided_by)
+    if found is None:
+        return None
+    part, size = found
+    problem = too_large_problem(part, size, MAX_DECISION_BYTES)
+    return ApplicationError(
+        problem,
+        decision.approval_id,
+        problem,
+        part,
+        size,
+        MAX_DECISION_BYTES,
+        type=FailureType.INVALID_DECISION,
+        non_retryable=True,
+    )
 
 
 def check_edited_arguments(decision: ApprovalDecision, spec: ToolSpec | None) -> None:
@@ -90,11 +117,17 @@ class ApprovalGate:
             non_retryable=True,
         )
 
-    def check(self, payloads: tuple[Any, ...], spec: ToolSpec | None) -> ApprovalDecision:
+    def check(
+        self, payloads: tuple[Any, ...], spec: ToolSpec | None, *, bounded: Callable[[], bool] = lambda: True
+    ) -> ApprovalDecision:
         """The decision the payloads carry, if this run takes it: one decision, for the
-        pending approval, with edited arguments (if any) that fit ``spec``'s schema."""
+        pending approval, no part of it over ``MAX_DECISION_BYTES`` (when ``bounded()``: a
+        signal's handler asks its patch), with edited arguments (if any) that fit ``spec``'s schema."""
         decision = one_decision(payloads)
         self.validate(decision)
+        refusal = too_large(decision)
+        if refusal is not None and bounded():
+            raise refusal
         check_edited_arguments(decision, spec)
         return decision
 

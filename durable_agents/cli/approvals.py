@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import Field
 
-from durable_agents.activities.contracts import PendingApproval
+from durable_agents.activities.contracts import PendingApproval, check_decision_size
 from durable_agents.checkpoint.format import FormatModel, Message, Role, ToolCall
 from durable_agents.cli._common import (
     UsageError,
@@ -117,6 +117,8 @@ async def cmd_decide(args: argparse.Namespace) -> int:
     if args.reject and args.arguments is not None:
         raise UsageError("--arguments overrides an approved call's arguments; it cannot go with --reject")
     arguments = parse_json_object(args.arguments, "--arguments") if args.arguments is not None else None
+    # a decision crosses Temporal inline: one too large is refused here, before anything is sent
+    check_decision_size(args.session, args.approval_id, arguments, args.note, args.by)
     client = await client_of(args)
     pending = await client.pending_approval(args.session)
     if pending is None:

@@ -47,6 +47,7 @@ from durable_agents.activities.contracts import (
     MigrateSessionInput,
     MigrateSessionOutput,
     PendingApproval,
+    check_decision_size,
     edited_arguments_problem,
 )
 from durable_agents.checkpoint.dataset import Recordings, Redact, StoreRecordings, export_sessions
@@ -501,7 +502,12 @@ class AgentClient:
         its assistant turn keeps). The model sees the note: a rejection's
         result is ``{error, note}``; an approved call's result carries it as
         ``approvalNote`` (see ``activities.approvals.approved_content``).
+
+        A decision crosses Temporal inline: ``arguments`` (as JSON), ``note`` or ``decided_by``
+        over ``MAX_DECISION_BYTES`` (256 KiB) raise ``DecisionTooLargeError`` before anything is
+        sent (nothing is decided; the approval still waits).
         """
+        check_decision_size(session_id, approval_id, arguments, note, decided_by)
         decision_name = "approved" if approved else "rejected"
         with self._span("approve", session_id, approval_id=approval_id, decision=decision_name):
             handle = self.temporal.get_workflow_handle(session_id, result_type=RunSummary)

@@ -17,6 +17,7 @@ from durable_agents.errors import (
     ApprovalNotPendingError,
     CheckpointNotFoundError,
     ConfigurationError,
+    DecisionTooLargeError,
     DurableAgentsError,
     HookFailedError,
     InvalidDecisionError,
@@ -131,6 +132,14 @@ def _approval_not_pending(session_id: str, failure: ApplicationError) -> Durable
     return ApprovalNotPendingError(session_id, _text(failure, 0), _text(failure, 1), detail=failure.message)
 
 
+def _invalid_decision(session_id: str, failure: ApplicationError) -> DurableAgentsError:
+    approval_id, problem = _text(failure, 0), _text(failure, 1) or failure.message
+    part, size, limit = _detail(failure, 2), _detail(failure, 3), _detail(failure, 4)
+    if isinstance(part, str) and isinstance(size, int) and isinstance(limit, int):  # a part too large
+        return DecisionTooLargeError(session_id, approval_id, part, size, limit)
+    return InvalidDecisionError(session_id, approval_id, problem)
+
+
 FAILURE_ERRORS: dict[FailureType, FailureMapper] = {
     FailureType.DURABLE_AGENTS: lambda _, f: DurableAgentsError(f.message),
     FailureType.CONFIGURATION: lambda _, f: ConfigurationError(f.message),
@@ -152,7 +161,7 @@ FAILURE_ERRORS: dict[FailureType, FailureMapper] = {
     FailureType.PROPAGATING_TOOL: _run_failed(PropagatingToolError),
     FailureType.HOOK_FAILED: _run_failed(HookFailedError),
     FailureType.INVALID_RUN_INPUT: lambda _, f: InvalidRunInputError(f.message),
-    FailureType.INVALID_DECISION: lambda sid, f: InvalidDecisionError(sid, _text(f, 0), _text(f, 1) or f.message),
+    FailureType.INVALID_DECISION: _invalid_decision,
 }
 """The client-side error for every failure type (a test checks that none is missing)."""
 

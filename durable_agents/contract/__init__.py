@@ -18,6 +18,7 @@ from pydantic import BaseModel
 
 from durable_agents._defaults import DEFAULT_TASK_QUEUE
 from durable_agents.activities.contracts import (
+    MAX_DECISION_BYTES,
     TRUNCATED,
     VIEW_BYTES,
     ApprovalDecision,
@@ -121,6 +122,7 @@ __all__ = [
     "AGENT_RUN_HANDLERS",
     "DEFAULT_TASK_QUEUE",
     "ERROR_TYPES",
+    "MAX_DECISION_BYTES",
     "MAX_INLINE_INPUT_BYTES",
     "PAGE",
     "SCHEMAS_DIR",

@@ -20,8 +20,10 @@ from urllib.parse import quote
 from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
-from temporalio.client import WorkflowExecutionStatus
+from temporalio.client import WorkflowExecutionStatus, WorkflowQueryFailedError
+from temporalio.service import RPCError
 
+from durable_agents.activities.contracts import check_decision_size
 from durable_agents.checkpoint.compare import compare_trajectories
 from durable_agents.checkpoint.fork import Patch
 from durable_agents.checkpoint.format import (
@@ -34,10 +36,12 @@ from durable_agents.checkpoint.format import (
     Role,
 )
 from durable_agents.client import AgentClient
+from durable_agents.client.outcomes import pending_from_store
 from durable_agents.errors import (
     ApprovalNotPendingError,
     CheckpointNotFoundError,
     ConfigurationError,
+    DecisionTooLargeError,
     DurableAgentsError,
     InvalidDecisionError,
     SessionAwaitingApprovalError,
@@ -75,6 +79,10 @@ SUBAGENT_DEPTH = 4
 """How deep a transcript nests sub-agents' transcripts."""
 DECIDE_WAIT_SECONDS = 20.0
 """How long a decision's request waits for the run's next outcome before answering without it."""
+MAX_BODY_DEPTH = 100
+"""How deeply a request's JSON body may nest (objects and arrays): far more than any decision,
+fork or sign-in needs, and well inside what the stack and Temporal's JSON converter (about 200
+levels) take. Deeper is a malformed body (400), never a crash."""
 SSE_POLL_SECONDS = 0.1
 SSE_IDLE_POLL_SECONDS = 0.5
 SSE_KEEPALIVE_SECONDS = 15.0
@@ -102,6 +110,8 @@ def error_of(e: DurableAgentsError) -> HttpError:
         return HttpError(404, code, str(e))
     if isinstance(e, (ApprovalNotPendingError, SessionBusyError, SessionAwaitingApprovalError)):
         return HttpError(409, code, str(e))
+    if isinstance(e, DecisionTooLargeError):
+        return HttpError(413, code, str(e))
     if isinstance(e, InvalidDecisionError):
         return HttpError(422, code, str(e))
     if isinstance(e, ConfigurationError):
@@ -154,15 +164,37 @@ def _seconds(request: Request, name: str) -> float | None:
 
 
 async def _body(request: Request, model: type[BaseModel]) -> Any:
+    """The request's JSON body as ``model`` (every body the API reads comes through here):
+    400 for one that is not JSON or nests deeper than ``MAX_BODY_DEPTH``, 422 for one that
+    does not fit ``model``."""
+    too_deep = HttpError(400, "BAD_REQUEST", f"the body is nested more than {MAX_BODY_DEPTH} levels deep")
     try:
         raw = await request.json()
+    except RecursionError:  # the parser's own limit, about 1,000 levels
+        raise too_deep from None
     except (ValueError, UnicodeDecodeError):
         raise HttpError(400, "BAD_REQUEST", "the body is not JSON") from None
+    if _deeper_than(raw, MAX_BODY_DEPTH):
+        raise too_deep
     try:
         return model.model_validate(raw)
     except ValidationError as e:
         problems = "; ".join(f"{'.'.join(str(p) for p in err['loc']) or 'body'}: {err['msg']}" for err in e.errors())
         raise HttpError(422, "INVALID_BODY", problems) from None
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether JSON ``value`` nests objects or arrays more than ``limit`` levels (no recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return False
 
 
 class Api:
@@ -249,7 +281,7 @@ class Api:
         return model_response(detail)
 
     async def _pending(self, session_id: str) -> Pending:
-        pending = await self.client.pending_approval(session_id)
+        pending = await self._shown_pending(session_id)
         if pending is None:
             header = await self._read(self.store.load_header, session_id)
             if header is None:
@@ -265,6 +297,8 @@ class Api:
         body: DecisionBody = await _body(request, DecisionBody)
         if body.arguments is not None and not body.approved:
             raise HttpError(422, "INVALID_BODY", "arguments edit an approved call: they cannot go with a rejection")
+        # a decision crosses Temporal inline: one too large is refused before anything is sent (413)
+        check_decision_size(session_id, body.approval_id, body.arguments, body.note, identity.name)
         lock, users = self._deciding.get(session_id) or (asyncio.Lock(), 0)
         self._deciding[session_id] = (lock, users + 1)
         try:
@@ -278,7 +312,12 @@ class Api:
                 self._deciding[session_id] = (lock, users - 1)
 
     async def _decide(self, session_id: str, body: DecisionBody, identity: Identity) -> Response:
-        pending = await self.client.pending_approval(session_id)
+        try:
+            pending = await self.client.pending_approval(session_id)
+        except (RPCError, WorkflowQueryFailedError) as e:  # e.g. its workflow task failing, being retried
+            raise HttpError(
+                502, "RUN_NOT_ANSWERING", f"the run did not answer ({e}): nothing was decided; try again shortly"
+            ) from None
         if pending is None or pending.approval_id != body.approval_id:
             raise await self._not_pending(session_id, body.approval_id, pending)
         if not identity.may_decide(pending.subagent_agent or pending.agent, pending.tool_name):
@@ -314,6 +353,16 @@ class Api:
         except DurableAgentsError as e:
             raise error_of(e) from None
         recorded = await self._recorded(session_id, pending)
+        if outcome is None and recorded is None:
+            # no outcome in time and nothing recorded: never answered as decided (a worker may be
+            # down or slow, the run may not have taken it); the run may still take it later
+            raise HttpError(
+                504,
+                "DECISION_NOT_RECORDED",
+                f"the decision is not recorded: the run did not take it within {self.decide_wait:g} s "
+                "(is a worker running for it?). It may still take it: reload the call to see whether it still "
+                "waits before you decide again",
+            )
         if recorded is not None and recorded.decided_by != identity.name:
             # the run took another approver's decision first (theirs arrived in the same instant)
             raise HttpError(
@@ -415,12 +464,21 @@ class Api:
         pending = None
         if header.status == CheckpointStatus.AWAITING_APPROVAL:
             with contextlib.suppress(DurableAgentsError):
-                found = await self.client.pending_approval(session_id)
+                found = await self._shown_pending(session_id)
                 pending = self._item(found, identity) if found is not None else None
         entries = await self._read(self._history, session_id)
         return model_response(
             SessionView(header=header, pending=pending, temporal_url=self.temporal_url(session_id), history=entries)
         )
+
+    async def _shown_pending(self, session_id: str) -> Pending | None:
+        """The session's waiting call for a read: the run's answer, or what the store records
+        while the run cannot answer (its workflow task failing and retried, say), never a 500."""
+        try:
+            return await self.client.pending_approval(session_id)
+        except (RPCError, WorkflowQueryFailedError) as e:
+            log.warning("session %r: its run did not answer (%s): showing what the store records", session_id, e)
+            return await self._read(pending_from_store, self.store, session_id)
 
     def _history(self, session_id: str) -> list[HistoryItem]:
         try:

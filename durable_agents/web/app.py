@@ -25,12 +25,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
-from starlette.routing import Mount, Route
+from starlette.routing import Match, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -213,6 +213,70 @@ def _too_many(seconds: float) -> HttpError:
     return error
 
 
+SESSIONS = "/api/sessions/"
+SESSION_PARTS = ("approval", "decision", "transcript", "events", "fork")
+"""What ``/api/sessions/{session_id}/…`` routes to, past the session id."""
+
+
+def session_target(scope: Scope) -> tuple[str, str | None] | None:
+    """The session id and the part of it (``SESSION_PARTS``, or None: the session itself) that a
+    ``/api/sessions/…`` request names; None for any other path.
+
+    A session id may hold slashes, and may even end in ``/approval``: the id is read from the
+    raw path, where a client encodes its slashes as ``%2F`` (``encodeURIComponent``,
+    ``quote(id, safe="")``). The part is the last literal ``/`` segment; an id sent with its
+    slashes as they are still works unless it ends in a part's name."""
+    path, root = scope["path"], scope.get("root_path", "")
+    route_path = path[len(root) :] if root and path.startswith(root + "/") else path  # past a mount's prefix
+    if not route_path.startswith(SESSIONS):
+        return None
+    rest = _raw_route_path(scope, route_path)
+    if rest is None:  # no raw path to read (or not this one): the decoded path, as it is
+        rest = route_path[len(SESSIONS) :].replace("%", "%25")
+    head, slash, part = rest.rpartition("/")
+    if slash and head and part in SESSION_PARTS:
+        return unquote(head), part
+    return unquote(rest), None
+
+
+def _raw_route_path(scope: Scope, route_path: str) -> str | None:
+    """What follows ``/api/sessions/`` in the request's raw (still encoded) path, when the server
+    gives it (``raw_path``) and it is the same path as ``route_path`` (a mount's or a proxy's
+    prefix before it is skipped)."""
+    raw = scope.get("raw_path")
+    if not isinstance(raw, bytes):
+        return None
+    try:
+        text = raw.split(b"?", 1)[0].decode("ascii")
+    except UnicodeDecodeError:
+        return None
+    start = text.find(SESSIONS)
+    while start != -1:
+        if unquote(text[start:]) == route_path:
+            return text[start + len(SESSIONS) :]
+        start = text.find(SESSIONS, start + 1)
+    return None
+
+
+class SessionRoute(Route):
+    """A route under ``/api/sessions/{session_id}``, matched by :func:`session_target` (a
+    path pattern cannot tell the id ``a/approval`` from the approval of ``a``)."""
+
+    def __init__(self, part: str | None, endpoint: Callable[..., Any], methods: list[str] | None = None) -> None:
+        super().__init__(SESSIONS + "{session_id:path}" + (f"/{part}" if part else ""), endpoint, methods=methods)
+        self.part = part
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        target = session_target(scope) if scope["type"] == "http" else None
+        if target is None or target[1] != self.part:
+            return Match.NONE, {}
+        path_params = {**scope.get("path_params", {}), "session_id": target[0]}
+        child_scope = {"endpoint": self.endpoint, "path_params": path_params}
+        if self.methods and scope["method"] not in self.methods:
+            return Match.PARTIAL, child_scope
+        return Match.FULL, child_scope
+
+
 async def _not_found(request: Request, exc: Exception) -> Response:
     return HttpError(404, "NOT_FOUND", "no such endpoint").response()
 
@@ -274,12 +338,12 @@ def create_app(
         Route("/api/decisions", e(api.audit)),
         Route("/api/diff", e(api.diff)),
         Route("/api/sessions", e(api.sessions)),
-        Route("/api/sessions/{session_id:path}/approval", e(api.approval)),
-        Route("/api/sessions/{session_id:path}/decision", e(api.decide, Role.APPROVER), methods=["POST"]),
-        Route("/api/sessions/{session_id:path}/transcript", e(api.transcript)),
-        Route("/api/sessions/{session_id:path}/events", e(api.events)),
-        Route("/api/sessions/{session_id:path}/fork", e(api.fork, Role.OPERATOR), methods=["POST"]),
-        Route("/api/sessions/{session_id:path}", e(api.session)),
+        SessionRoute("approval", e(api.approval)),
+        SessionRoute("decision", e(api.decide, Role.APPROVER), methods=["POST"]),
+        SessionRoute("transcript", e(api.transcript)),
+        SessionRoute("events", e(api.events)),
+        SessionRoute("fork", e(api.fork, Role.OPERATOR), methods=["POST"]),
+        SessionRoute(None, e(api.session)),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
 

@@ -9,7 +9,9 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
+from durable_agents.activities.contracts import MAX_DECISION_BYTES
 from durable_agents.checkpoint.compare import TrajectoryComparison
+from durable_agents.web.api import MAX_BODY_DEPTH
 from durable_agents.web.views import (
     ApprovalDetail,
     ApprovalPage,
@@ -50,14 +52,18 @@ def _json(model: type, description: str) -> dict[str, Any]:
 
 def _problems(*codes: int) -> dict[str, Any]:
     meaning = {
-        400: "a malformed parameter",
+        400: f"a malformed parameter or body (not JSON, or nested more than {MAX_BODY_DEPTH} levels deep)",
         401: "not authenticated (no credentials, or a token that is not valid)",
         403: "authenticated, but not allowed (role, scope), or a cross-site request",
         404: "no such session (or nothing waits in it)",
         409: "the approval is no longer the one waiting, its arguments changed, or someone decided it first",
+        413: f"edited arguments too large to send through Temporal: over {MAX_DECISION_BYTES:,} bytes of JSON "
+        "(code DECISION_TOO_LARGE); nothing was sent, the call still waits",
         422: "the body does not fit (edited arguments that fail the tool's schema included)",
         429: "too many failed sign-ins from this address",
         502: "Temporal or the run refused the request",
+        504: "the run did not record the decision in time (code DECISION_NOT_RECORDED: is a worker running?); "
+        "it is not decided yet and may still be: reload the call before deciding again",
     }
     return {str(c): _json(Problem, meaning[c]) for c in codes}
 
@@ -69,7 +75,13 @@ def _query(name: str, description: str, schema: dict[str, Any]) -> dict[str, Any
     return {"name": name, "in": "query", "required": False, "description": description, "schema": schema}
 
 
-SESSION = {"name": "session_id", "in": "path", "required": True, "schema": {"type": "string", "minLength": 1}}
+SESSION = {
+    "name": "session_id",
+    "in": "path",
+    "required": True,
+    "description": "the session id, its slashes encoded as %2F (an id may end in /approval, say)",
+    "schema": {"type": "string", "minLength": 1},
+}
 PAGING = [
     _query("limit", "page size", {"type": "integer", "minimum": 1, "maximum": 500, "default": 50}),
     _query("cursor", "the previous page's nextCursor", {"type": "string"}),
@@ -190,8 +202,10 @@ def openapi_spec() -> dict[str, Any]:
             [SESSION],
             *READ,
             409,
+            413,
             422,
             502,
+            504,
         ),
         "/api/sessions/{session_id}/fork": _post(
             "Fork the session from a kept step, with a patch (role operator)",
