@@ -13,7 +13,10 @@ activities, providers, workflows and the client all name failures by it.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
+
+if TYPE_CHECKING:
+    from datetime import datetime
 
 
 class FailureType(StrEnum):
@@ -58,6 +61,9 @@ class FailureType(StrEnum):
     INVALID_RUN_INPUT = "InvalidRunInputError"
     """The workflow's input does not validate (or its id is not the input's session id): the
     run fails at once, before it touches the store; the message names the field."""
+    POLICY_VERSION_CONFLICT = "PolicyVersionConflictError"
+    """A policy change written against a version another writer changed since; details:
+    (scope, expected version, actual version, changed by, changed at)."""
     INVALID_DECISION = "InvalidDecisionError"
     """A ``decide`` update the run refuses for its payload (none, several, the wrong shape, or
     edited arguments that fail the tool's schema); details: (approval id or None, the error).
@@ -257,6 +263,43 @@ class DecisionTooLargeError(InvalidDecisionError):
 
     def failure_details(self) -> tuple[object, ...]:
         return (self.approval_id, self.problem, self.part, self.size, self.limit)
+
+
+class PolicyVersionConflictError(DurableAgentsError):
+    """A policy change written against a version another writer has changed since
+    (``expected_version`` is not the scope's): nothing was changed. Read the scope's policy
+    again and make the change on what it holds now. ``scope`` names it (``agent 'support'``,
+    ``session 'chat-42'``); ``changed_by`` and ``changed_at``: its last change."""
+
+    code = "POLICY_VERSION_CONFLICT"
+    failure_type = FailureType.POLICY_VERSION_CONFLICT
+
+    def __init__(
+        self,
+        scope: str,
+        expected_version: int,
+        actual_version: int,
+        *,
+        changed_by: str | None = None,
+        changed_at: datetime | None = None,
+        detail: str | None = None,
+    ) -> None:
+        when = f" at {changed_at.isoformat()}" if changed_at is not None else ""
+        by = f" (changed by {changed_by}{when})" if changed_by else ""
+        super().__init__(
+            detail
+            or f"the policy of {scope} is at version {actual_version}{by}, not {expected_version} as this change "
+            "expected: nothing was changed; read it again and make the change on it"
+        )
+        self.scope = scope
+        self.expected_version = expected_version
+        self.actual_version = actual_version
+        self.changed_by = changed_by
+        self.changed_at = changed_at
+
+    def failure_details(self) -> tuple[object, ...]:
+        at = self.changed_at.isoformat() if self.changed_at is not None else None
+        return (self.scope, self.expected_version, self.actual_version, self.changed_by, at)
 
 
 class InvalidRunInputError(DurableAgentsError):

@@ -17,6 +17,7 @@ Hierarchy::
     ├── ApprovalNotPendingError             APPROVAL_NOT_PENDING
     ├── InvalidDecisionError                INVALID_DECISION
     │   └── DecisionTooLargeError           DECISION_TOO_LARGE
+    ├── PolicyVersionConflictError          POLICY_VERSION_CONFLICT
     ├── InvalidRunInputError                INVALID_RUN_INPUT
     ├── AgentDriftError                     AGENT_DRIFT
     ├── ResumeToolMissingError              RESUME_TOOL_MISSING
@@ -43,6 +44,7 @@ from durable_agents.checkpoint.errors import (
     InvalidRunInputError,
     ModelProviderError,
     OutputValidationError,
+    PolicyVersionConflictError,
     PropagatingToolError,
     ResumeToolMissingError,
     RunFailedError,
@@ -68,6 +70,7 @@ __all__ = [
     "InvalidRunInputError",
     "ModelProviderError",
     "OutputValidationError",
+    "PolicyVersionConflictError",
     "PropagatingToolError",
     "ResumeToolMissingError",
     "RunFailedError",

@@ -5,6 +5,7 @@ client; activities honour ``retryable``; approvals are refused by type."""
 from __future__ import annotations
 
 import inspect
+from datetime import UTC, datetime
 
 import pytest
 from temporalio.client import WorkflowUpdateFailedError
@@ -44,6 +45,7 @@ WIRE = {
     "HOOK_FAILED": "HookError",
     "INVALID_RUN_INPUT": "InvalidRunInputError",
     "INVALID_DECISION": "InvalidDecisionError",
+    "POLICY_VERSION_CONFLICT": "PolicyVersionConflictError",
 }
 CODES = {
     "DurableAgentsError": "DURABLE_AGENTS_ERROR",
@@ -66,6 +68,7 @@ CODES = {
     "InvalidRunInputError": "INVALID_RUN_INPUT",
     "InvalidDecisionError": "INVALID_DECISION",
     "DecisionTooLargeError": "DECISION_TOO_LARGE",
+    "PolicyVersionConflictError": "POLICY_VERSION_CONFLICT",
 }
 RETRYABLE_CLASSES = {"StoreUnavailableError"}
 
@@ -103,6 +106,9 @@ SAMPLES: dict[str, errors.DurableAgentsError] = {
     "InvalidRunInputError": errors.InvalidRunInputError("sessionId: Field required"),
     "InvalidDecisionError": errors.InvalidDecisionError("s1", "ap-1", "amount_cents: 'lots' is not of type 'integer'"),
     "DecisionTooLargeError": errors.DecisionTooLargeError("s1", "ap-1", "edited arguments", 300_000, 262_144),
+    "PolicyVersionConflictError": errors.PolicyVersionConflictError(
+        "agent 'support'", 3, 4, changed_by="alice", changed_at=datetime(2026, 12, 3, 9, 0, tzinfo=UTC)
+    ),
 }
 
 
@@ -154,6 +160,10 @@ def test_an_error_raised_in_an_activity_comes_back_as_itself(name):
         assert (back.approval_id, back.problem, str(back)) == ("ap-1", error.problem, str(error))
     if isinstance(error, errors.DecisionTooLargeError):
         assert (back.part, back.size, back.limit) == ("edited arguments", 300_000, 262_144)
+    if isinstance(error, errors.PolicyVersionConflictError):
+        assert (back.scope, back.expected_version, back.actual_version, back.changed_by, back.changed_at, str(back)) == (
+            error.scope, 3, 4, "alice", error.changed_at, str(error)
+        )  # fmt: skip
 
 
 def test_an_unknown_failure_type_is_a_run_failure_naming_it():

@@ -24,6 +24,7 @@ from durable_agents.errors import (
     InvalidRunInputError,
     ModelProviderError,
     OutputValidationError,
+    PolicyVersionConflictError,
     PropagatingToolError,
     ResumeToolMissingError,
     RunFailedError,
@@ -140,6 +141,19 @@ def _invalid_decision(session_id: str, failure: ApplicationError) -> DurableAgen
     return InvalidDecisionError(session_id, approval_id, problem)
 
 
+def _policy_version_conflict(session_id: str, failure: ApplicationError) -> DurableAgentsError:
+    scope, expected, actual, at = (
+        _text(failure, 0) or "a policy",
+        _detail(failure, 1),
+        _detail(failure, 2),
+        _text(failure, 4),
+    )
+    if not (isinstance(expected, int) and isinstance(actual, int)):  # (from a client that sent no details)
+        return PolicyVersionConflictError(scope, 0, 0, detail=failure.message)
+    changed_at = datetime.fromisoformat(at) if at else None
+    return PolicyVersionConflictError(scope, expected, actual, changed_by=_text(failure, 3), changed_at=changed_at)
+
+
 FAILURE_ERRORS: dict[FailureType, FailureMapper] = {
     FailureType.DURABLE_AGENTS: lambda _, f: DurableAgentsError(f.message),
     FailureType.CONFIGURATION: lambda _, f: ConfigurationError(f.message),
@@ -162,6 +176,7 @@ FAILURE_ERRORS: dict[FailureType, FailureMapper] = {
     FailureType.HOOK_FAILED: _run_failed(HookFailedError),
     FailureType.INVALID_RUN_INPUT: lambda _, f: InvalidRunInputError(f.message),
     FailureType.INVALID_DECISION: _invalid_decision,
+    FailureType.POLICY_VERSION_CONFLICT: _policy_version_conflict,
 }
 """The client-side error for every failure type (a test checks that none is missing)."""
 
