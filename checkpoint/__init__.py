@@ -2,7 +2,8 @@
 
 This package imports neither Temporal nor any LLM SDK: a run's stored record
 can be read, listed and compared with it alone. The format and errors load
-with the package; the stores (``sqlite3``, ``psycopg``) load on first use.
+with the package; the stores and the policy book (``sqlite3``, ``psycopg``)
+load on first use.
 """
 
 from __future__ import annotations
@@ -50,6 +51,15 @@ from durable_agents.checkpoint.parts import DocumentPart, ImagePart, OpaquePart,
 from durable_agents.checkpoint.policy_backtest import BacktestReport, RecordedDecision, backtest, recorded_decisions
 
 if TYPE_CHECKING:
+    from durable_agents.checkpoint.policy_book import (
+        MemoryPolicyBook,
+        PolicyBook,
+        PolicyScope,
+        PostgresPolicyBook,
+        SqlitePolicyBook,
+        effective_policy,
+        policy_book_for,
+    )
     from durable_agents.checkpoint.stores import (
         DEFAULT_STORE_URL,
         CheckpointStore,
@@ -61,18 +71,33 @@ if TYPE_CHECKING:
         open_store,
     )
 
-_STORE_NAMES = frozenset(
-    {
-        "DEFAULT_STORE_URL",
-        "CheckpointStore",
-        "FileStore",
-        "MemoryStore",
-        "PostgresStore",
-        "SqliteStore",
-        "get_checkpoint_history",
-        "open_store",
-    }
-)
+_LAZY_NAMES: dict[str, str] = {
+    **dict.fromkeys(
+        (
+            "DEFAULT_STORE_URL",
+            "CheckpointStore",
+            "FileStore",
+            "MemoryStore",
+            "PostgresStore",
+            "SqliteStore",
+            "get_checkpoint_history",
+            "open_store",
+        ),
+        "durable_agents.checkpoint.stores",
+    ),
+    **dict.fromkeys(
+        (
+            "MemoryPolicyBook",
+            "PolicyBook",
+            "PolicyScope",
+            "PostgresPolicyBook",
+            "SqlitePolicyBook",
+            "effective_policy",
+            "policy_book_for",
+        ),
+        "durable_agents.checkpoint.policy_book",
+    ),
+}
 
 __all__ = [
     "DEFAULT_STORE_URL",
@@ -98,18 +123,23 @@ __all__ = [
     "GrantScope",
     "HistoryEntry",
     "ImagePart",
+    "MemoryPolicyBook",
     "MemoryStore",
     "Message",
     "OpaquePart",
     "Part",
+    "PolicyBook",
     "PolicyCall",
     "PolicyDecision",
     "PolicyRule",
+    "PolicyScope",
+    "PostgresPolicyBook",
     "PostgresStore",
     "RecordedDecision",
     "Role",
     "RunConfig",
     "SessionSummary",
+    "SqlitePolicyBook",
     "SqliteStore",
     "StoreCorruptError",
     "StoreUnavailableError",
@@ -120,17 +150,19 @@ __all__ = [
     "backtest",
     "check_policy_against_tools",
     "decide",
+    "effective_policy",
     "get_checkpoint_history",
     "open_store",
     "parse_policy",
+    "policy_book_for",
     "recorded_decisions",
 ]
 
 
 def __getattr__(name: str) -> Any:
-    if name not in _STORE_NAMES:
+    if name not in _LAZY_NAMES:
         raise AttributeError(f"module 'durable_agents.checkpoint' has no attribute {name!r}")
-    value = getattr(importlib.import_module("durable_agents.checkpoint.stores"), name)
+    value = getattr(importlib.import_module(_LAZY_NAMES[name]), name)
     globals()[name] = value
     return value
 
