@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from durable_agents.activities.approval_policy import PolicyDecisionActivities
 from durable_agents.activities.approvals import ApprovalActivities
 from durable_agents.activities.deps import ActivityDeps
 from durable_agents.activities.events import EventActivities
@@ -12,6 +13,7 @@ from durable_agents.activities.fork import ForkActivities
 from durable_agents.activities.mcp_client import MCPConnections
 from durable_agents.activities.migrate import MigrateActivities
 from durable_agents.activities.model import ModelActivities
+from durable_agents.activities.policies import PolicyActivities
 from durable_agents.activities.session import SessionActivities
 from durable_agents.activities.subagent_activities import SubagentActivities
 from durable_agents.activities.tools import ToolActivities
@@ -53,6 +55,8 @@ def build_activities(
         ToolActivities(deps).execute_tool,
         ForkActivities(deps).fork_session,
         MigrateActivities(deps).migrate_session,
+        PolicyActivities(deps).change_approval_policy,
         EventActivities(deps).record_events,
         *SubagentActivities(deps).all(),
+        *PolicyDecisionActivities(deps).all(),
     ]

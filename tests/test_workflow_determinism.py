@@ -46,6 +46,7 @@ ALLOWED_IMPORTS = {
     "durable_agents.activities.approvals",
     "durable_agents.activities.fork",
     "durable_agents.activities.migrate",  # MigrateActivities (migrate_session), referenced only
+    "durable_agents.activities.policies",  # PolicyActivities (change_approval_policy) and its request models
     "durable_agents.activities.replay",  # ReplayActivities (a batch's plan and input), referenced only
     "durable_agents.activities.model",
     "durable_agents.activities.budget_wait",  # the budget-wait signal's notice, the hand-off's failure type

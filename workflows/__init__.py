@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from durable_agents.workflows.agent_run import AgentRunWorkflow
     from durable_agents.workflows.fork import ForkSessionWorkflow
     from durable_agents.workflows.migrate import MigrateSessionWorkflow
+    from durable_agents.workflows.policies import ApprovalPoliciesWorkflow
 
 ALL_WORKFLOWS: list[type]
 """Every workflow a durable-agents worker registers."""
@@ -27,6 +28,7 @@ ALL_WORKFLOWS: list[type]
 __all__ = [
     "AGENT_RUN_WORKFLOW",
     "ALL_WORKFLOWS",
+    "ApprovalPoliciesWorkflow",
     "FORK_WORKFLOW",
     "AgentRunInput",
     "AgentRunWorkflow",
@@ -38,17 +40,25 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    if name not in ("AgentRunWorkflow", "ForkSessionWorkflow", "MigrateSessionWorkflow", "ALL_WORKFLOWS"):
+    if name not in (
+        "AgentRunWorkflow",
+        "ApprovalPoliciesWorkflow",
+        "ForkSessionWorkflow",
+        "MigrateSessionWorkflow",
+        "ALL_WORKFLOWS",
+    ):
         raise AttributeError(f"module 'durable_agents.workflows' has no attribute {name!r}")
     from durable_agents.workflows.agent_run import AgentRunWorkflow
     from durable_agents.workflows.fork import ForkSessionWorkflow
     from durable_agents.workflows.migrate import MigrateSessionWorkflow
+    from durable_agents.workflows.policies import ApprovalPoliciesWorkflow
 
     found = {
         "AgentRunWorkflow": AgentRunWorkflow,
         "ForkSessionWorkflow": ForkSessionWorkflow,
         "MigrateSessionWorkflow": MigrateSessionWorkflow,
-        "ALL_WORKFLOWS": [AgentRunWorkflow, ForkSessionWorkflow, MigrateSessionWorkflow],
+        "ApprovalPoliciesWorkflow": ApprovalPoliciesWorkflow,
+        "ALL_WORKFLOWS": [AgentRunWorkflow, ForkSessionWorkflow, MigrateSessionWorkflow, ApprovalPoliciesWorkflow],
     }
     globals().update(found)
     return found[name]

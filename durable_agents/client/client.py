@@ -50,6 +50,9 @@ from durable_agents.activities.contracts import (
     check_decision_size,
     edited_arguments_problem,
 )
+from durable_agents.activities.policies import ClearPolicyRequest, PolicyTarget
+from durable_agents.checkpoint.approval_grants import Grant, GrantKind
+from durable_agents.checkpoint.approval_policy import ApprovalPolicy, ArgumentCondition
 from durable_agents.checkpoint.dataset import Recordings, Redact, StoreRecordings, export_sessions
 from durable_agents.checkpoint.events import Event
 from durable_agents.checkpoint.fork import Patch
@@ -60,6 +63,7 @@ from durable_agents.checkpoint.format import (
     ModelSettings,
     UsageLimits,
 )
+from durable_agents.checkpoint.policy_book import GrantRevocation, PolicyChange, StoredPolicy
 from durable_agents.checkpoint.replay_report import ReplayReport, Scorer
 from durable_agents.checkpoint.stores import open_store
 from durable_agents.checkpoint.stores.base import CheckpointStore
@@ -67,6 +71,13 @@ from durable_agents.client.approvals import ASK_RUN_SECONDS, store_approvals, wa
 from durable_agents.client.batches import Batch, batch_report, start_batch
 from durable_agents.client.connection import DEFAULT_TASK_QUEUE, connect
 from durable_agents.client.outcomes import as_messages, outcome_error, pending_from_store
+from durable_agents.client.policies import (
+    PolicyAdmin,
+    change_through_temporal,
+    default_actor,
+    scope_of,
+    set_policy_request,
+)
 from durable_agents.client.result import RunResult
 from durable_agents.client.search import registered_attributes
 from durable_agents.client.streams import follow
@@ -140,6 +151,7 @@ class AgentClient:
         (told to the next run's start: ``AgentRunInput.begin_locally``)."""
         self._tracer_found = False
         self._tracer_value: Any = None
+        self._policies: PolicyAdmin | None = None
 
     @classmethod
     async def connect(
@@ -846,6 +858,90 @@ class AgentClient:
                 f"{type(self.store).__name__} keeps no event log, so runs cannot stream: use a store "
                 "that does (every shipped store does)"
             ) from None
+
+    # -- approval policies and grants (durable_agents/client/policies.py) ----------------
+    @property
+    def policies(self) -> PolicyAdmin:
+        """The store's policies and grants, read and changed without Temporal."""
+        if self._policies is None:
+            self._policies = PolicyAdmin(self.store)
+        return self._policies
+
+    async def set_policy(
+        self,
+        policy: ApprovalPolicy | Mapping[str, Any] | str,
+        *,
+        agent: str | None = None,
+        session_id: str | None = None,
+        by: str | None = None,
+        expected_version: int | None = None,
+    ) -> StoredPolicy:
+        """Make ``policy`` (an ``ApprovalPolicy``, a dict, JSON text or a JSON file's path) the
+        approval policy of ``agent`` or of ``session_id``, as its next version. It goes through
+        the ``ApprovalPolicies`` workflow, so a worker serving the agent checks it against the
+        agent's tools (a session's: the tools its runs recorded) before it is kept.
+        ``expected_version``: the version read (0: none ever set); another one raises
+        ``PolicyVersionConflictError``, nothing changed. ``by``: who (default: the OS user)."""
+        scope_of(agent, session_id)
+        request = set_policy_request(policy, by=by, expected_version=expected_version)
+        target = PolicyTarget(agent=agent, session_id=session_id)
+        return await change_through_temporal(self.temporal, self.task_queue, target, request)
+
+    async def clear_policy(
+        self,
+        *,
+        agent: str | None = None,
+        session_id: str | None = None,
+        by: str | None = None,
+        expected_version: int | None = None,
+    ) -> StoredPolicy:
+        """Remove the policy of ``agent`` or ``session_id`` (audited, the next version), through
+        the ``ApprovalPolicies`` workflow."""
+        scope_of(agent, session_id)
+        request = ClearPolicyRequest(changed_by=by or default_actor(), expected_version=expected_version)
+        target = PolicyTarget(agent=agent, session_id=session_id)
+        return await change_through_temporal(self.temporal, self.task_queue, target, request)
+
+    def policy(self, *, agent: str | None = None, session_id: str | None = None) -> StoredPolicy:
+        """What the scope holds now: ``version`` (0: never set), ``policy`` (None: none), who changed it."""
+        return self.policies.policy(agent=agent, session_id=session_id)
+
+    def policy_changes(
+        self, *, agent: str | None = None, session_id: str | None = None, limit: int | None = None
+    ) -> list[PolicyChange]:
+        """The audit of policy changes (who, when, old -> new version, both documents), newest first."""
+        return self.policies.policy_changes(agent=agent, session_id=session_id, limit=limit)
+
+    def grants(
+        self, *, agent: str | None = None, session_id: str | None = None, tool: str | None = None, live: bool = False
+    ) -> list[Grant]:
+        """The grants that apply to such calls, newest first (``live``: only those live now)."""
+        return self.policies.grants(agent=agent, session_id=session_id, tool=tool, live=live)
+
+    def grant(
+        self,
+        kind: GrantKind,
+        tool: str,
+        *,
+        agent: str | None = None,
+        session_id: str | None = None,
+        when: Sequence[ArgumentCondition | Mapping[str, Any]] = (),
+        expires_in: timedelta | float | None = None,
+        max_uses: int | None = None,
+        by: str | None = None,
+        note: str | None = None,
+    ) -> Grant:
+        """Approve ``tool``'s calls without asking ("approve and stop asking"), scoped to a
+        session, an agent or every agent (``kind``), narrowed by ``when``, for ``expires_in``
+        and at most ``max_uses`` calls (see ``PolicyAdmin.grant``)."""
+        return self.policies.grant(
+            kind, tool, agent=agent, session_id=session_id, when=when, expires_in=expires_in,
+            max_uses=max_uses, by=by, note=note,
+        )  # fmt: skip
+
+    def revoke_grant(self, grant_id: str, *, by: str | None = None) -> GrantRevocation:
+        """Revoke a grant from now on (a grant revoked already keeps its first revocation)."""
+        return self.policies.revoke_grant(grant_id, by=by)
 
 
 # -- helpers ----------------------------------------------------------------------------

@@ -29,9 +29,11 @@ from durable_agents.activities.contracts import (
     PendingApproval,
     RunState,
 )
+from durable_agents.activities.policies import ClearPolicyRequest, PolicyTarget, SetPolicyRequest
 from durable_agents.activities.subagent_contracts import SUBAGENT_APPROVAL_SIGNAL
 from durable_agents.checkpoint.errors import FailureType
 from durable_agents.checkpoint.format import Checkpoint
+from durable_agents.checkpoint.policy_book import StoredPolicy
 from durable_agents.workflows.budget_waits import BUDGET_WAIT_SIGNAL
 from durable_agents.workflows.contracts import (
     AGENT_RUN_WORKFLOW,
@@ -42,6 +44,7 @@ from durable_agents.workflows.contracts import (
     RunSummary,
 )
 from durable_agents.workflows.migrate import MIGRATE_WORKFLOW
+from durable_agents.workflows.policies import CLEAR_POLICY_UPDATE, POLICIES_WORKFLOW, SET_POLICY_UPDATE
 from durable_agents.workflows.search import SEARCH_ATTRIBUTES
 
 SCHEMAS_DIR = Path(__file__).parent / "schemas"
@@ -84,6 +87,10 @@ SHAPES: tuple[Shape, ...] = (
     Shape("MigrateSessionInput", MigrateSessionInput, "validation"),
     Shape("MigrateSessionOutput", MigrateSessionOutput, "serialization"),
     Shape("Checkpoint", Checkpoint, "serialization"),
+    Shape("PolicyTarget", PolicyTarget, "validation"),
+    Shape("SetPolicyRequest", SetPolicyRequest, "validation"),
+    Shape("ClearPolicyRequest", ClearPolicyRequest, "validation"),
+    Shape("StoredPolicy", StoredPolicy, "serialization"),
 )
 """Every input and output of the workflows and their handlers, and the checkpoint format."""
 
@@ -101,8 +108,9 @@ WORKFLOWS: dict[str, tuple[str, str]] = {
     AGENT_RUN_WORKFLOW: ("AgentRunInput", "RunSummary"),
     FORK_WORKFLOW: ("ForkSessionInput", "ForkSessionOutput"),
     MIGRATE_WORKFLOW: ("MigrateSessionInput", "MigrateSessionOutput"),
+    POLICIES_WORKFLOW: ("PolicyTarget", "integer"),
 }
-"""Workflow type → (input schema, result schema)."""
+"""Workflow type → (input schema, result schema; ``integer``: a JSON number, no schema file)."""
 
 AGENT_RUN_HANDLERS: tuple[Handler, ...] = (
     Handler("signal", "approve", "ApprovalDecision", None),
@@ -115,6 +123,12 @@ AGENT_RUN_HANDLERS: tuple[Handler, ...] = (
 )
 """The ``AgentRun`` workflow's signals, updates and queries (a query may also answer null)."""
 
+POLICIES_HANDLERS: tuple[Handler, ...] = (
+    Handler("update", SET_POLICY_UPDATE, "SetPolicyRequest", "StoredPolicy"),
+    Handler("update", CLEAR_POLICY_UPDATE, "ClearPolicyRequest", "StoredPolicy"),
+)
+"""The ``ApprovalPolicies`` workflow's updates."""
+
 ERROR_TYPES: tuple[FailureType, ...] = tuple(FailureType)
 """Every ``ApplicationError.type`` a run fails with or an update is refused with."""
 
@@ -125,6 +139,7 @@ __all__ = [
     "MAX_DECISION_BYTES",
     "MAX_INLINE_INPUT_BYTES",
     "PAGE",
+    "POLICIES_HANDLERS",
     "SCHEMAS_DIR",
     "SEARCH_ATTRIBUTES",
     "SHAPES",

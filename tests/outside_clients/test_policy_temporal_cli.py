@@ -1,0 +1,121 @@
+"""An approval policy set with Temporal's own CLI (issue 42): ``temporal workflow
+execute-update-with-start`` of the ``ApprovalPolicies`` workflow's ``set_policy`` update, as the
+wire contract page shows it, against a worker serving the agent: kept in the store's policy
+book when it fits the agent's tools; refused, nothing kept, when it names an argument the
+tool lacks, has a field the format does not know, or expects another version."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from temporalio.testing import WorkflowEnvironment
+
+from durable_agents import build_worker
+from durable_agents.checkpoint import SqliteStore
+from durable_agents.checkpoint.policy_book import PolicyBook, PolicyScope, policy_book_for
+from durable_agents.contract import PAGE
+from tests.outside_clients.agents import AGENT_NAME, payer
+from tests.outside_clients.conftest import Outside, Ran, temporal
+
+pytestmark = pytest.mark.integration
+
+SMALL = {
+    "allow": [{"name": "small", "tools": ["charge_card"], "when": [{"arg": "amount_cents", "op": "<=", "value": 5000}]}]
+}
+
+
+async def set_policy(o: Outside, agent: str, request: dict[str, Any] | str, workflow_id: str | None = None) -> Ran:
+    return await temporal(
+        o.address,
+        "workflow",
+        "execute-update-with-start",
+        "--task-queue",
+        o.task_queue,
+        "--type",
+        "ApprovalPolicies",
+        "--workflow-id",
+        workflow_id or f"durable-agents.policies.agent.{agent}",
+        "--input",
+        json.dumps({"agent": agent}),
+        "--id-conflict-policy",
+        "UseExisting",
+        "--update-name",
+        "set_policy",
+        "--update-input",
+        request if isinstance(request, str) else json.dumps(request),
+        "-o",
+        "json",
+        timeout=20,
+    )
+
+
+@dataclass
+class PolicyOutside(Outside):
+    book: PolicyBook | None = None
+
+
+@pytest.fixture(scope="module")
+async def outside(env: WorkflowEnvironment, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[PolicyOutside]:
+    """A worker serving the payer agent, on its own store and task queue."""
+    store = SqliteStore(tmp_path_factory.mktemp("policies") / "store.db")
+    task_queue = f"tq-policies-{uuid.uuid4().hex[:10]}"
+    ours = PolicyOutside(env.client, env.client.service_client.config.target_host, task_queue)
+    ours.book = policy_book_for(store)
+    try:
+        async with build_worker(env.client, agents=[payer], store=store, task_queue=task_queue):
+            yield ours
+    finally:
+        store.close()
+
+
+def book_of(o: Outside) -> PolicyBook:
+    assert isinstance(o, PolicyOutside) and o.book is not None
+    return o.book
+
+
+async def test_the_pages_command_sets_a_policy_the_worker_checked(outside: Outside) -> None:
+    block = re.search(r"```sh\n(temporal workflow execute-update-with-start.*?)\n```", PAGE.read_text(), re.S)
+    assert block is not None, "the wire contract page shows the update-with-start command"
+    argv = shlex.split(block.group(1).replace("\\\n", " "))
+    request = json.loads(argv[argv.index("--update-input") + 1])
+    # the page's agent is the demo's booker; here the module's worker serves the payer (same tool)
+    ran = await set_policy(outside, AGENT_NAME, request)
+    assert ran.returncode == 0, f"the update was refused: {ran}"
+    stored = ran.json()["updateResult"]
+    assert stored["version"] == 1 and stored["changedBy"] == "alice", ran
+    assert stored["scope"] == {"kind": "agent", "name": AGENT_NAME}
+    kept = book_of(outside).policy(PolicyScope.of_agent(AGENT_NAME))
+    assert kept.version == 1 and kept.policy is not None and kept.policy.allow[0].name == "small"
+
+    again = await set_policy(outside, AGENT_NAME, {**request, "changedBy": "bob"})  # expects version 0
+    assert again.returncode != 0 and "PolicyVersionConflictError" in again.stdout + again.stderr, again
+    assert book_of(outside).policy(PolicyScope.of_agent(AGENT_NAME)).version == 1
+
+
+@pytest.mark.parametrize(
+    ("request_body", "said"),
+    [
+        (
+            {"policy": {"allow": [{"name": "r", "tools": ["charge_card"], "when": [{"arg": "amount", "op": "<", "value": 1}]}]},
+             "changedBy": "alice"},
+            "no argument 'amount'",
+        ),
+        ({"policy": {**SMALL, "allowEverything": True}, "changedBy": "alice"}, "allowEverything"),
+        ({"policy": SMALL, "changedBy": "alice", "force": True}, "force"),
+        ({"policy": SMALL}, "changedBy"),
+        ("[1, 2]", "not a valid request"),
+    ],
+)  # fmt: skip
+async def test_a_bad_policy_is_refused_and_nothing_is_kept(outside: Outside, request_body: Any, said: str) -> None:
+    before = book_of(outside).policy(PolicyScope.of_agent(AGENT_NAME)).version
+    wid = f"durable-agents.policies.t-{uuid.uuid4().hex[:8]}"
+    ran = await set_policy(outside, AGENT_NAME, request_body, workflow_id=wid)
+    assert ran.returncode != 0 and said in ran.stdout + ran.stderr, ran
+    assert book_of(outside).policy(PolicyScope.of_agent(AGENT_NAME)).version == before

@@ -1,0 +1,114 @@
+"""Managing approval policies and grants from Python (issue 42): ``AgentClient.set_policy`` goes
+through the ``ApprovalPolicies`` workflow on a real worker, which checks the policy against the
+agent's tools; reads, the audit and grants go to the policy book beside the store."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+import pytest
+
+from durable_agents import Agent
+from durable_agents.checkpoint import SqliteStore
+from durable_agents.checkpoint.policy_book import policy_book_for
+from durable_agents.client.policies import PolicyAdmin
+from durable_agents.errors import ConfigurationError, PolicyVersionConflictError
+from tests.outside_clients.agents import AGENT_NAME, payer
+
+pytestmark = pytest.mark.integration
+
+SMALL = {
+    "allow": [{"name": "small", "tools": ["charge_card"], "when": [{"arg": "amount_cents", "op": "<=", "value": 5000}]}]
+}
+
+
+async def test_set_read_clear_through_a_worker(run_worker, store: SqliteStore) -> None:
+    async with run_worker([payer]) as client:
+        stored = await client.set_policy(SMALL, agent=AGENT_NAME, by="alice", expected_version=0)
+        assert stored.version == 1 and stored.changed_by == "alice"
+        assert stored.policy is not None and stored.policy.allow[0].name == "small"
+        # what the book holds is what another process reads
+        assert policy_book_for(store).policy(stored.scope).version == 1
+        assert client.policy(agent=AGENT_NAME).version == 1
+
+        with pytest.raises(PolicyVersionConflictError) as conflict:
+            await client.set_policy(SMALL, agent=AGENT_NAME, by="bob", expected_version=0)
+        assert conflict.value.actual_version == 1 and conflict.value.changed_by == "alice"
+
+        again = await client.set_policy(SMALL, agent=AGENT_NAME, by="bob", expected_version=1)
+        assert again.version == 2
+        cleared = await client.clear_policy(agent=AGENT_NAME, by="carol", expected_version=2)
+        assert cleared.version == 3 and cleared.policy is None
+
+        changes = client.policy_changes(agent=AGENT_NAME)
+        assert [(c.from_version, c.to_version, c.changed_by) for c in changes] == [
+            (2, 3, "carol"),
+            (1, 2, "bob"),
+            (0, 1, "alice"),
+        ]
+        assert changes[0].cleared
+
+
+async def test_a_rule_on_an_argument_the_tool_lacks_is_refused_when_set(run_worker) -> None:
+    async with run_worker([payer]) as client:
+        wrong = {"allow": [{"name": "r", "tools": ["charge_card"], "when": [{"arg": "amount", "op": "<", "value": 9}]}]}
+        with pytest.raises(ConfigurationError, match="no argument 'amount'"):
+            await client.set_policy(wrong, agent=AGENT_NAME, by="alice")
+        with pytest.raises(ConfigurationError, match="no tool 'refund'"):
+            await client.set_policy({"allow": [{"name": "r", "tools": ["refund"]}]}, agent=AGENT_NAME, by="alice")
+        with pytest.raises(ConfigurationError, match="no agent named 'nobody'"):
+            await client.set_policy(SMALL, agent="nobody", by="alice")
+        with pytest.raises(ConfigurationError, match="Extra inputs are not permitted|extra"):
+            await client.set_policy({**SMALL, "allowAll": True}, agent=AGENT_NAME, by="alice")
+        assert client.policy(agent=AGENT_NAME).version == 0  # nothing was kept
+
+
+async def test_a_session_policy_is_checked_against_the_tools_its_runs_recorded(run_worker) -> None:
+    async with run_worker([payer]) as client:
+        sid = f"pm-{uuid.uuid4().hex[:8]}"
+        result = await client.send(AGENT_NAME, "charge it", session_id=sid)
+        assert result.finish_reason == "awaiting-approval"
+        stored = await client.set_policy(SMALL, session_id=sid, by="alice")
+        assert stored.scope.kind == "session" and stored.version == 1
+        with pytest.raises(ConfigurationError, match="no argument 'cents'"):
+            bad = {"deny": [{"name": "d", "tools": ["charge_card"], "when": [{"arg": "cents", "op": ">", "value": 1}]}]}
+            await client.set_policy(bad, session_id=sid, by="alice")
+        with pytest.raises(ConfigurationError, match="name its agent"):
+            await client.set_policy(SMALL, session_id="never-run", by="alice")
+        await client.cancel(sid)
+
+
+async def test_grants_made_listed_and_revoked(run_worker) -> None:
+    async with run_worker([payer]) as client:
+        sid = f"pm-{uuid.uuid4().hex[:8]}"
+        await client.send(AGENT_NAME, "charge it", session_id=sid)  # records the tool's schema
+        grant = client.grant(
+            "agent",
+            "charge_card",
+            agent=AGENT_NAME,
+            when=[{"arg": "amount_cents", "op": "<=", "value": 10000}],
+            expires_in=timedelta(minutes=10),
+            max_uses=3,
+            by="alice",
+        )
+        assert grant.expires_at is not None and grant.max_uses == 3
+        assert [g.id for g in client.grants(agent=AGENT_NAME, live=True)] == [grant.id]
+        with pytest.raises(ConfigurationError, match="no argument 'amount'"):
+            client.grant("agent", "charge_card", agent=AGENT_NAME, when=[{"arg": "amount", "op": "<", "value": 1}])
+        with pytest.raises(ConfigurationError, match="no recorded run"):
+            client.grant("tool", "refund", when=[{"arg": "amount", "op": "<", "value": 1}])
+        revoked = client.revoke_grant(grant.id, by="bob")
+        assert revoked.revoked and revoked.grant.revoked_by == "bob"
+        assert client.grants(agent=AGENT_NAME, live=True) == []
+        assert not client.revoke_grant(grant.id, by="carol").revoked
+        await client.cancel(sid)
+
+
+def test_without_temporal_a_policy_is_checked_against_a_given_agent(store: SqliteStore) -> None:
+    admin = PolicyAdmin(store)
+    stored = admin.set_policy(SMALL, against=payer, agent=AGENT_NAME, by="alice")
+    assert stored.version == 1
+    other = Agent(name="other", model="scripted:x", tools=[])
+    with pytest.raises(ConfigurationError, match="no tool 'charge_card'"):
+        admin.set_policy(SMALL, against=other, agent="other", by="alice")
