@@ -13,11 +13,12 @@ provider's transcript carries it and the model sees the note.
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pydantic import ValidationError
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 from durable_agents.activities import tracing
 from durable_agents.activities.contracts import (
@@ -30,11 +31,14 @@ from durable_agents.activities.contracts import (
     RecordDecisionInput,
     RecordDecisionOutput,
 )
-from durable_agents.activities.deps import ActivityDeps
+from durable_agents.activities.deps import ActivityDeps, policy_book
 from durable_agents.activities.events import streams, write_events_now
 from durable_agents.activities.keys import idempotency_key
 from durable_agents.activities.step_events import approval_decided, approval_requested, rejected_call
 from durable_agents.agent.tools import ToolContext
+from durable_agents.checkpoint.approval_grants import Grant, grant_from_approval
+from durable_agents.checkpoint.approval_policy import PolicyCall, arguments_digest
+from durable_agents.checkpoint.errors import ConfigurationError, FailureType
 from durable_agents.checkpoint.events import parse_event
 from durable_agents.checkpoint.format import CheckpointHeader, CheckpointStatus, Decision, Message, ToolCall
 
@@ -98,8 +102,24 @@ def save_pause(
     return remaining
 
 
-def _decision_record(inp: RecordDecisionInput) -> Decision:
-    decision = inp.decision
+def rejection_by_policy(reason: str) -> str:
+    """The result of a call the approval policy denied: ``{error, note}``, the note saying the rule."""
+    return json.dumps({"error": "denied by the approval policy", "note": reason}, ensure_ascii=False)
+
+
+def decision_record(inp: RecordDecisionInput, arguments: dict[str, Any] | None = None) -> Decision:
+    """The ``decisions`` entry for ``inp``: who or what decided, under which policy, and why
+    (``arguments``: the call's as the model gave them, for their digest)."""
+    decision, policy, evaluation = inp.decision, inp.policy, inp.evaluation
+    source = inp.source or "person"
+    reason = decision.note if source in ("person", "timeout") else None
+    if source not in ("person", "timeout") and policy is not None:
+        reason = policy.reason
+    if source == "evaluator" and evaluation is not None:
+        reason = (
+            f"evaluator {evaluation.evaluator} by criteria {evaluation.criteria!r} "
+            f"(confidence {evaluation.confidence or 0:.2f}): {evaluation.reasoning or 'no reasoning given'}"
+        )
     return Decision(
         approval_id=decision.approval_id,
         tool_call_id=inp.call.id,
@@ -110,6 +130,16 @@ def _decision_record(inp: RecordDecisionInput) -> Decision:
         note=decision.note,
         arguments=decision.arguments if decision.approved else None,
         position=inp.position,
+        source=source if (inp.source or policy or evaluation) else None,
+        reason=reason,
+        rule=policy.rule if policy else None,
+        grant_id=policy.grant_id if policy and source == "grant" else None,
+        criteria=(policy.criteria if policy else None) or (evaluation.criteria if evaluation else None),
+        policy_version=policy.policy_version if policy else None,
+        agent_policy_version=policy.agent_policy_version or None if policy else None,
+        session_policy_version=policy.session_policy_version or None if policy else None,
+        arguments_digest=arguments_digest(arguments) if arguments is not None else None,
+        evaluation=evaluation,
     )
 
 
@@ -166,39 +196,106 @@ class ApprovalActivities:
 
     @activity.defn(name=RECORD_DECISION)
     async def record_decision(self, inp: RecordDecisionInput) -> RecordDecisionOutput:
-        """The decision is saved before an approved tool runs; a rejection becomes the call's result."""
-
-        record = _decision_record(inp)
+        """The decision is saved before an approved tool runs; a rejection becomes the call's
+        result; a decision with a ``grant`` makes the grant (once, whatever the retries)."""
         if tracing.on():  # the wait's span, from the pause's save to now (one more read, traced workers only)
             tracing.approval_waited(
                 await self.deps.in_store(self.deps.live_header, inp.session_id), inp.decision, inp.call
             )
 
         def write() -> int:
-            store = self.deps.store
-            header = self.deps.live_header(inp.session_id)
-            store.append(
-                header.model_copy(
-                    update={
-                        "status": CheckpointStatus.IN_PROGRESS,
-                        "approval_id": None,
-                        "remaining_tool_calls": None,
-                        "decisions": _with_decision(header.decisions, record),
-                        "updated_at": None,
-                    }
-                ),
-                header.message_count,
-                [],
-            )
-            if streams(header):
-                write_events_now(self.deps, inp.session_id, [approval_decided(inp)])
-            if inp.decision.approved:
-                return header.message_count
-            rejected = Message.tool_result(inp.call, rejection_content(inp.decision.note), is_error=True)
-            count = store.record_tool_result(inp.session_id, inp.position, rejected, inp.batch_start, len(inp.batch))
-            if streams(header):
-                finished = rejected_call(inp, header.step_index, store.tool_result(inp.session_id, inp.position))
-                write_events_now(self.deps, inp.session_id, [finished])
-            return count
+            call = self._shown_call(inp)
+            record = decision_record(inp, call.arguments if inp.decision.grant or inp.policy else None)
+            if inp.decision.grant is not None:
+                record.grant_created = make_grant(self.deps, inp, call).id
+            rejection = rejection_content(inp.decision.note)
+            if inp.source == "evaluator":
+                rejection = rejection_by_policy(record.reason or "the auto mode's evaluator")
+            return record_decision_now(self.deps, inp, record, rejection)
 
         return RecordDecisionOutput(recorded_through=await self.deps.in_store(write))
+
+    def _shown_call(self, inp: RecordDecisionInput) -> ToolCall:
+        """The decided call with the arguments the model gave (the ones shown), read from its turn
+        when the workflow holds a reference."""
+        if inp.turn_position is None:
+            return inp.call
+        return self.deps.stored_call(inp.session_id, inp.turn_position, inp.position)
+
+
+def record_decision_now(deps: ActivityDeps, inp: RecordDecisionInput, record: Decision, rejection: str) -> int:
+    """Save ``record`` in the session's ``decisions`` (once, whatever the retries) and the
+    session as going on; a rejected call gets ``rejection`` as its result. Where the batch's
+    results are recorded through. In the store call of the activity that records it."""
+    store = deps.store
+    header = deps.live_header(inp.session_id)
+    store.append(
+        header.model_copy(
+            update={
+                "status": CheckpointStatus.IN_PROGRESS,
+                "approval_id": None,
+                "remaining_tool_calls": None,
+                "decisions": _with_decision(header.decisions, record),
+                "updated_at": None,
+            }
+        ),
+        header.message_count,
+        [],
+    )
+    if streams(header):
+        kept = next((d for d in header.decisions or [] if d.approval_id == record.approval_id), record)
+        write_events_now(deps, inp.session_id, [approval_decided(inp, kept)])
+    if inp.decision.approved:
+        return header.message_count
+    rejected = Message.tool_result(inp.call, rejection, is_error=True)
+    count = store.record_tool_result(inp.session_id, inp.position, rejected, inp.batch_start, len(inp.batch))
+    if streams(header):
+        finished = rejected_call(inp, header.step_index, store.tool_result(inp.session_id, inp.position))
+        write_events_now(deps, inp.session_id, [finished])
+    return count
+
+
+def grant_id_for(approval_id: str) -> str:
+    """The id of the grant an approval makes: one per approval, the same on every retry."""
+    return f"grant-{approval_id}"
+
+
+def make_grant(deps: ActivityDeps, inp: RecordDecisionInput, call: ToolCall) -> Grant:
+    """The grant ``inp``'s decision asks for, kept in the policy book (a retry finds it kept)."""
+    asked, decision = inp.decision.grant, inp.decision
+    assert asked is not None
+    book = policy_book(deps)
+    if book is None:
+        raise ApplicationError(
+            f"approval {decision.approval_id} asks for a grant, but {deps.store!r} has no policy book beside it",
+            type=FailureType.CONFIGURATION,
+            non_retryable=True,
+        )
+    grant_id = grant_id_for(decision.approval_id)
+    kept = book.get_grant(grant_id)
+    if kept is not None:
+        return kept
+    now = datetime.now(UTC)  # the activity's clock: the grant's expiry counts from the decision's record
+    try:
+        grant = grant_from_approval(
+            grant_id=grant_id,
+            kind=asked.scope,
+            call=PolicyCall(agent=inp.agent or "", session_id=inp.session_id, tool=call.name, arguments=call.arguments),
+            approved_by=decision.decided_by or "unnamed",
+            now=now,
+            shown_digest=arguments_digest(call.arguments),
+            edited_arguments=decision.arguments,
+            exact_arguments=asked.exact_arguments,
+            when=asked.when,
+            expires_at=now + timedelta(seconds=asked.expires_in_seconds) if asked.expires_in_seconds else None,
+            max_uses=asked.max_uses,
+            approval_id=decision.approval_id,
+            note=asked.note,
+        )
+    except (ConfigurationError, ValueError) as e:
+        raise ApplicationError(
+            f"the grant of approval {decision.approval_id} cannot be made: {e}",
+            type=FailureType.CONFIGURATION,
+            non_retryable=True,
+        ) from None
+    return book.add_grant(grant)

@@ -9,15 +9,19 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 from pydantic_core import PydanticUndefined
 
+from durable_agents.checkpoint.approval_grants import GrantKind
+from durable_agents.checkpoint.approval_policy import ArgumentCondition, PolicyModel, check_conditions
 from durable_agents.checkpoint.errors import DecisionTooLargeError
 from durable_agents.checkpoint.fingerprint import AgentDrift
 from durable_agents.checkpoint.format import (
     CheckpointStatus,
+    DecisionSource,
+    Evaluation,
     FinishReason,
     FormatModel,
     Message,
@@ -323,6 +327,24 @@ class AbortRunOutput(FormatModel):
     message_count: int
 
 
+class DecisionGrant(PolicyModel):
+    """ "Approve and stop asking": the grant a person makes with an approval (``grant`` of an
+    ``ApprovalDecision``). Only with ``approved: true`` and no edited ``arguments``: a grant
+    approves calls as the model makes them. Unknown fields are refused."""
+
+    scope: GrantKind
+    """``session``: this agent's calls of the tool in this session; ``agent``: in any session;
+    ``tool``: any agent's calls of the tool."""
+    expires_in_seconds: float | None = Field(default=None, gt=0)
+    """From when the decision is recorded; None: until revoked or used up."""
+    max_uses: int | None = Field(default=None, ge=1)
+    when: list[ArgumentCondition] = Field(default_factory=list)
+    """Argument conditions, as a policy rule's (checked against the tool's input schema)."""
+    exact_arguments: bool = False
+    """Only calls with exactly the arguments shown (their digest)."""
+    note: str | None = Field(default=None, max_length=2000)
+
+
 class ApprovalDecision(FormatModel):
     """A human's decision on a paused tool call."""
 
@@ -333,6 +355,29 @@ class ApprovalDecision(FormatModel):
     """Run the approved call with these arguments instead of the model's."""
     decided_by: str | None = None
     """Who decided (recorded with the decision); None: not named. Absent in older histories."""
+    grant: DecisionGrant | None = None
+    """Also approve the calls like this one to come ("approve and stop asking"); only with
+    ``approved: true`` and no edited ``arguments``."""
+
+
+def grant_problem(decision: ApprovalDecision, spec: ToolSpec | None) -> str | None:
+    """Why a decision's ``grant`` cannot be made (None: it can, or there is none): a rejection,
+    edited arguments, conditions on arguments the tool's input schema lacks."""
+    grant = decision.grant
+    if grant is None:
+        return None
+    if not decision.approved:
+        return "a grant comes with an approval: a rejected call makes no grant"
+    if decision.arguments is not None:
+        return (
+            "an approval with edited arguments makes no grant: a grant approves the arguments a call was made "
+            "with, never edited ones; approve without edits, or grant by conditions on the arguments"
+        )
+    if spec is not None and spec.input_schema and grant.when:
+        problems = check_conditions(spec.name, grant.when, spec.input_schema)
+        if problems:
+            return "the grant's conditions do not fit the tool: " + "; ".join(problems)
+    return None
 
 
 def edited_arguments_problem(decision: ApprovalDecision, spec: ToolSpec | None) -> str | None:
@@ -438,6 +483,22 @@ class PauseForApprovalInput(FormatModel):
     """A streamed run's ``RunPaused`` event (JSON), written to its event log with the pause."""
 
 
+class PolicyVerdict(FormatModel):
+    """What the approval policy decided on a gated call, as the workflow and the records carry it."""
+
+    outcome: Literal["approve", "deny", "ask-evaluator", "ask-person"]
+    source: DecisionSource | None = None
+    """Set when the policy decided (approve or deny): which layer."""
+    reason: str
+    rule: str | None = None
+    grant_id: str | None = None
+    criteria: str | None = None
+    policy_version: int | None = None
+    agent_policy_version: int | None = None
+    session_policy_version: int | None = None
+    arguments_digest: str | None = None
+
+
 class RecordDecisionInput(FormatModel):
     session_id: str
     decision: ApprovalDecision
@@ -446,6 +507,16 @@ class RecordDecisionInput(FormatModel):
     batch: list[str]
     index: int | None = None
     """The paused call's place in ``batch`` (see ``ExecuteToolInput.index``)."""
+    agent: str | None = None
+    """The run's agent (for a grant the decision makes); None in older histories."""
+    turn_position: int | None = None
+    """Set when ``call`` is a reference: its arguments are read from this turn."""
+    source: DecisionSource | None = None
+    """Who or what decided (None: a person, as in older histories)."""
+    evaluation: Evaluation | None = None
+    """The auto mode's evaluator on this call, when it judged it."""
+    policy: PolicyVerdict | None = None
+    """The policy's decision that sent the call to the evaluator or a person (its version, reason)."""
 
     @property
     def position(self) -> int:

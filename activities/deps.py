@@ -19,8 +19,14 @@ from durable_agents.activities.mcp_client import MCPConnections
 from durable_agents.activities.transcript_cache import TranscriptCache
 from durable_agents.activities.versioning import WorkerBuild
 from durable_agents.agent.agent import Agent
-from durable_agents.checkpoint.errors import CheckpointNotFoundError, DurableAgentsError, FailureType
+from durable_agents.checkpoint.errors import (
+    CheckpointNotFoundError,
+    ConfigurationError,
+    DurableAgentsError,
+    FailureType,
+)
 from durable_agents.checkpoint.format import CheckpointHeader, Message, ToolCall
+from durable_agents.checkpoint.policy_book import PolicyBook, policy_book_for
 from durable_agents.checkpoint.stores.base import CheckpointStore, WouldWait
 from durable_agents.checkpoint.stores.encrypted import refuse_sealed
 from durable_agents.providers.registry import ProviderRegistry
@@ -42,6 +48,9 @@ class ActivityDeps:
     """The worker's cached transcripts: a step reads only the messages added since."""
     build: WorkerBuild = field(default_factory=WorkerBuild)
     """The worker's deployment version (Worker Versioning), when it has one."""
+    book: PolicyBook | bool | None = False
+    """The policy book beside the store, opened on first use (False: not yet; None: the store
+    has none, so no policy and no grant applies: every gated call asks a person)."""
 
     def agent(self, name: str) -> Agent:
         agent = self.agents.get(name)
@@ -190,6 +199,17 @@ def application_error(error: DurableAgentsError) -> ApplicationError:
 def attempt_time_left() -> float:
     """Seconds until this activity attempt's start-to-close timeout (infinite outside an activity)."""
     return _attempt_time_left()
+
+
+def policy_book(deps: ActivityDeps) -> PolicyBook | None:
+    """The approval policies and grants beside ``deps.store`` (``policy_book_for``), opened
+    once per worker; None when the store has no book beside it (a store of another kind)."""
+    if deps.book is False:
+        try:
+            deps.book = policy_book_for(deps.store)
+        except ConfigurationError:
+            deps.book = None
+    return deps.book if isinstance(deps.book, PolicyBook) else None
 
 
 def _attempt_time_left() -> float:

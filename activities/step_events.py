@@ -27,7 +27,7 @@ from durable_agents.checkpoint.events import (
     ToolCallStarted,
 )
 from durable_agents.checkpoint.fingerprint import AgentDrift
-from durable_agents.checkpoint.format import Message, RunConfig, RunError, SubagentApproval, ToolCall
+from durable_agents.checkpoint.format import Decision, Message, RunConfig, RunError, SubagentApproval, ToolCall
 
 
 def tool_started(inp: ExecuteToolInput, call: ToolCall) -> Keyed:
@@ -78,7 +78,8 @@ def approval_requested(deps: ActivityDeps, inp: PauseForApprovalInput, remaining
     return f"approval:{inp.approval_id}", event
 
 
-def approval_decided(inp: RecordDecisionInput) -> Keyed:
+def approval_decided(inp: RecordDecisionInput, record: Decision | None = None) -> Keyed:
+    """The decision's ``ApprovalDecided``, saying who or what decided and why (``record``: as recorded)."""
     decision = inp.decision
     event = ApprovalDecided(
         session_id=inp.session_id,
@@ -90,6 +91,21 @@ def approval_decided(inp: RecordDecisionInput) -> Keyed:
         decided_by=decision.decided_by,
         at=now(),
     )
+    if record is not None and record.source is not None:
+        event = event.model_copy(
+            update={
+                "source": record.source,
+                "reason": record.reason,
+                "rule": record.rule,
+                "grant_id": record.grant_id,
+                "criteria": record.criteria,
+                "policy_version": record.policy_version,
+                "evaluation": record.evaluation,
+                "grant_created": record.grant_created,
+            }
+        )
+    elif record is not None and record.grant_created is not None:
+        event = event.model_copy(update={"grant_created": record.grant_created})
     return f"decision:{decision.approval_id}", event
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from durable_agents.activities.approval_policy import PolicyDecisionActivities
 from durable_agents.activities.approvals import ApprovalActivities
 from durable_agents.activities.deps import ActivityDeps
 from durable_agents.activities.events import EventActivities
@@ -57,4 +58,5 @@ def build_activities(
         PolicyActivities(deps).change_approval_policy,
         EventActivities(deps).record_events,
         *SubagentActivities(deps).all(),
+        *PolicyDecisionActivities(deps).all(),
     ]

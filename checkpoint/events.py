@@ -58,7 +58,7 @@ from pydantic import Field, TypeAdapter
 
 from durable_agents.checkpoint._format_model import FormatModel
 from durable_agents.checkpoint.fingerprint import AgentDrift
-from durable_agents.checkpoint.format import FinishReason, Message, ToolCall, Usage
+from durable_agents.checkpoint.format import DecisionSource, Evaluation, FinishReason, Message, ToolCall, Usage
 
 __all__ = [
     "OUTCOME_TYPES",
@@ -200,6 +200,17 @@ class ApprovalDecided(EventBase):
     decided_by: str | None = None
     subagent_session_id: str | None = None
     """Set when the decided call is a sub-agent's (the decision was relayed to it): its session."""
+    source: DecisionSource | None = None
+    """Who or what decided: ``person``, ``deny-rule``, ``allow-rule``, ``approve-all``, ``grant``,
+    ``evaluator``, ``timeout`` (absent in events older than approval policies: a person)."""
+    reason: str | None = None
+    rule: str | None = None
+    grant_id: str | None = None
+    criteria: str | None = None
+    policy_version: int | None = None
+    evaluation: Evaluation | None = None
+    grant_created: str | None = None
+    """The grant the decision made, if it made one."""
 
 
 class SubAgentStarted(EventBase):

@@ -43,6 +43,8 @@ __all__ = [
     "CheckpointHeader",
     "CheckpointStatus",
     "Decision",
+    "DecisionSource",
+    "Evaluation",
     "Fingerprint",
     "FinishReason",
     "FormatModel",
@@ -197,7 +199,9 @@ def _combined(a: int | None, b: int | None, sign: int) -> int | None:
 
 
 class Decision(FormatModel):
-    """A human's decision on a paused tool call, as recorded when it was applied.
+    """A decision on a gated tool call, as recorded when it was applied: a person's, or the
+    approval policy's (a rule, a grant, the auto mode's evaluator; ``source`` says which, and
+    ``reason``, ``rule`` / ``grantId`` / ``criteria``, ``policyVersion`` and ``evaluation`` why).
 
     ``decidedBy`` is who decided, as the caller named them (the CLI's ``--by``,
     default the OS user; ``AgentClient.approve(decided_by=…)``); absent when
@@ -218,6 +222,56 @@ class Decision(FormatModel):
     note: str | None = None
     arguments: dict[str, Any] | None = None
     position: int | None = None
+    source: DecisionSource | None = None
+    """Who or what decided (absent in records older than approval policies: a person, or a
+    timeout when ``decidedBy`` is absent and the note says the approval timed out)."""
+    reason: str | None = None
+    """Why, in words: the rule and what matched, the grant, the evaluator's reasoning."""
+    rule: str | None = None
+    """The deny or allow rule that decided (``source`` ``deny-rule`` / ``allow-rule``)."""
+    grant_id: str | None = None
+    """The grant that approved the call (``source`` ``grant``)."""
+    criteria: str | None = None
+    """The auto mode's criteria set the evaluator judged by (also when it left the call to a person)."""
+    policy_version: int | None = None
+    """The version of the effective policy the call was decided under (the session policy's when
+    the session has one, else the agent's); absent: no policy was set."""
+    agent_policy_version: int | None = None
+    session_policy_version: int | None = None
+    arguments_digest: str | None = None
+    """``sha256:`` of the arguments decided on (the model's, as shown), the binding of a grant or rule."""
+    evaluation: Evaluation | None = None
+    """The auto mode's evaluator on this call: its verdict, and why the call went to a person when it did."""
+    grant_created: str | None = None
+    """The id of the grant this decision made ("approve and stop asking")."""
+
+
+class Evaluation(FormatModel):
+    """What the auto mode's evaluator said about one gated call, and what it cost."""
+
+    evaluator: str
+    """``python:module:function`` or ``model:<provider>:<model>``."""
+    criteria: str
+    verdict: Literal["approve", "deny", "escalate"] | None = None
+    """None: it gave none (an error, a timeout, cancelled because a person decided first)."""
+    confidence: float | None = None
+    reasoning: str | None = None
+    min_confidence: float | None = None
+    decided: bool = False
+    """Its verdict decided the call (approve or deny at or above ``minConfidence``, before a person)."""
+    escalated: str | None = None
+    """Why the call went to a person instead: ``escalate``, ``low confidence``, ``error``,
+    ``timeout``, ``person decided first`` …, with the detail."""
+    error: str | None = None
+    usage: Usage | None = None
+    """A model evaluator's token usage."""
+    cost_usd: float | None = None
+    """What the model evaluator's call cost, when its model's price is known."""
+    latency_ms: float | None = None
+
+
+DecisionSource = Literal["person", "deny-rule", "allow-rule", "approve-all", "grant", "evaluator", "timeout"]
+"""Who or what decided a gated call."""
 
 
 class SubagentApproval(FormatModel):

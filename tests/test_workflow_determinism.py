@@ -44,6 +44,7 @@ ALLOWED_IMPORTS = {
     "durable_agents.activities.contracts",
     "durable_agents.activities.events",  # EventActivities (record_events), referenced only
     "durable_agents.activities.approvals",
+    "durable_agents.activities.approval_policy",  # PolicyDecisionActivities and their inputs, referenced only
     "durable_agents.activities.fork",
     "durable_agents.activities.migrate",  # MigrateActivities (migrate_session), referenced only
     "durable_agents.activities.policies",  # PolicyActivities (change_approval_policy) and its request models

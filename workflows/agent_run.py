@@ -32,6 +32,11 @@ from temporalio.workflow import ActivityCancellationType, ChildWorkflowCancellat
 with workflow.unsafe.imports_passed_through():
     import durable_agents.activities.contracts as c
     import durable_agents.activities.metrics as metrics
+    from durable_agents.activities.approval_policy import (
+        DecideByPolicyInput,
+        DecideByPolicyOutput,
+        PolicyDecisionActivities,
+    )
     from durable_agents.activities.approvals import ApprovalActivities
     from durable_agents.activities.events import EventActivities
     from durable_agents.activities.model import ModelActivities
@@ -58,6 +63,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from durable_agents.checkpoint.pricing import limit_reached
     from durable_agents.workflows import budget_waits, options, search  # budget_waits: issue 33
+    from durable_agents.workflows.approval_policy import APPROVAL_POLICY_PATCH, Evaluator, said
     from durable_agents.workflows.approvals import ApprovalGate, one_decision, too_large
     from durable_agents.workflows.contracts import (
         AGENT_RUN_WORKFLOW,
@@ -98,6 +104,8 @@ class AgentRunWorkflow:
         self._gate = ApprovalGate()
         self._subagents = SubagentRelays()
         self._details = ""
+        self._last_decision = ""
+        """The run's latest decision by policy, in words (shown in Current Details)."""
         self._budget_waits = budget_waits.BudgetWaits()  # rate-limit budgets (issue 33)
 
     # -- handlers (any Temporal client may call them: see the wire contract) -------------
@@ -500,7 +508,8 @@ class AgentRunWorkflow:
             if arguments is not None:
                 self._details += f"\narguments: {json.dumps(arguments, ensure_ascii=False, sort_keys=True)}"
         dropped = "".join(f"\nignored a signal: {why}" for why in self._gate.dropped)
-        workflow.set_current_details(self._details + dropped)
+        decided = f"\nlast decision: {self._last_decision}" if self._last_decision else ""
+        workflow.set_current_details(self._details + decided + dropped)
 
     def _pending_spec(self, check: bool = True) -> ToolSpec | None:
         """The pending call's tool, whose schema edited arguments must fit (None: not known
@@ -605,8 +614,23 @@ class AgentRunWorkflow:
     async def _approval(self, batch: Batch, index: int, recorded: int) -> int:
         call, remaining = batch.calls[index], batch.calls[index + 1 :]
         decision = self._gate.take_preset(call.id)
-        if decision is None:
-            decision = await self._wait_for_decision(call, remaining, recorded, index)
+        ruled: DecideByPolicyOutput | None = None
+        evaluator: Evaluator | None = None
+        by_policy = workflow.patched(APPROVAL_POLICY_PATCH)
+        if decision is None and by_policy:
+            approval_id = str(workflow.uuid4())
+            ruled = await self._decide_by_policy(approval_id, batch, index)
+            if ruled.recorded_through is not None:  # approved or denied by policy, and recorded
+                return await self._ruled(ruled, call, batch, index)
+            decision, evaluator = await self._wait_for_decision(call, remaining, recorded, index, approval_id, ruled)
+        elif decision is None:
+            decision, evaluator = await self._wait_for_decision(call, remaining, recorded, index)
+        source = "person"
+        if evaluator is not None and evaluator.decided:
+            source = "evaluator"
+        elif decision.approval_id in self._gate.timed_out:
+            source = "timeout"
+        evaluation = evaluator.evaluation if evaluator is not None else None
         done = await self._store(
             ApprovalActivities.record_decision,
             c.RecordDecisionInput(
@@ -616,8 +640,18 @@ class AgentRunWorkflow:
                 batch_start=batch.start,
                 batch=batch.ids,
                 index=index,
+                agent=self.config.agent if by_policy else None,
+                turn_position=self._refs_turn() if by_policy else None,
+                source=source if by_policy else None,  # (older histories: as recorded then)
+                evaluation=evaluation,
+                policy=ruled.verdict if ruled is not None else None,
             ),
         )
+        if evaluator is not None and evaluator.decided and evaluation is not None:
+            self._last_decision = (
+                f"{call.name} {call.id} {'approved' if decision.approved else 'denied'} by the evaluator "
+                f"(criteria {evaluation.criteria!r}, confidence {evaluation.confidence or 0:.2f})"
+            )
         if not decision.approved:
             return done.recorded_through
         if decision.arguments is not None:  # a human's edit runs instead of the model's arguments
@@ -625,10 +659,45 @@ class AgentRunWorkflow:
             return await self._execute_tool(edited, batch, index, arguments_in_store=False)
         return await self._execute_tool(call, batch, index)
 
+    async def _decide_by_policy(self, approval_id: str, batch: Batch, index: int) -> DecideByPolicyOutput:
+        """The policy's decision on the gated call (recorded when it approves or denies)."""
+        call = batch.calls[index]
+        return await self._store(
+            PolicyDecisionActivities.decide_by_policy,
+            DecideByPolicyInput(
+                session_id=self.session_id,
+                agent=self.config.agent,
+                approval_id=approval_id,
+                call=call,
+                batch_start=batch.start,
+                batch=batch.ids,
+                index=index,
+                turn_position=self._refs_turn(),
+            ),
+            summary=f"approval policy {call.name} {call.id}",
+            local=True,  # a few reads and one write: cheap, and re-run safely (it finds its record)
+        )
+
+    async def _ruled(self, ruled: DecideByPolicyOutput, call: ToolCall, batch: Batch, index: int) -> int:
+        """A call the policy approved (it runs) or denied (its rejection is recorded)."""
+        approved = ruled.verdict.outcome == "approve"
+        self._last_decision = f"{call.name} {call.id} {said(ruled.verdict)}"
+        metrics.approval(self.config.agent, "approved" if approved else "rejected")
+        self._set_details(f"tool {call.name} {said(ruled.verdict)}")
+        if not approved:
+            return ruled.recorded_through or batch.start
+        return await self._execute_tool(call, batch, index)
+
     async def _wait_for_decision(
-        self, call: ToolCall, remaining: list[ToolCall], recorded: int, index: int
-    ) -> c.ApprovalDecision:
-        approval_id = str(workflow.uuid4())
+        self,
+        call: ToolCall,
+        remaining: list[ToolCall],
+        recorded: int,
+        index: int,
+        approval_id: str | None = None,
+        ruled: DecideByPolicyOutput | None = None,
+    ) -> tuple[c.ApprovalDecision, Evaluator | None]:
+        approval_id = approval_id or str(workflow.uuid4())
         await self._store(
             ApprovalActivities.pause_for_approval,
             c.PauseForApprovalInput(
@@ -648,15 +717,35 @@ class AgentRunWorkflow:
         self._outcome = self._summary(FinishReason.AWAITING_APPROVAL, approval_id)
         self._outcome.message_count = recorded
         self._publish(CheckpointStatus.AWAITING_APPROVAL, approval_id)
-        self._set_details(f"awaiting approval {approval_id} for {call.name}", pending.arguments)
+        waiting = f"awaiting approval {approval_id} for {call.name}"
+        evaluator = None
+        if ruled is not None and ruled.auto is not None:
+            evaluator = Evaluator(self._gate, pending, ruled.auto)
+            waiting += f" (auto mode: evaluator judging by {ruled.auto.criteria.name!r})"
+
+            def escalated(evaluation: c.Evaluation) -> None:
+                if self._gate.pending is not None and self._gate.pending.approval_id == approval_id:
+                    self._set_details(
+                        f"awaiting approval {approval_id} for {call.name} (the evaluator left it to a person: "
+                        f"{evaluation.escalated})",
+                        pending.arguments,
+                    )
+
+            evaluator.on_escalated = escalated
+            evaluator.start(
+                self.session_id, self.config.agent, call, self.state.message_count + index, self._refs_turn()
+            )
+        self._set_details(waiting, pending.arguments)
         metrics.approval(self.config.agent, "requested")
         await self._tell_parent(pending)  # a sub-agent's run: the parent's pauses too
         decision = await self._gate.wait(pending)
+        if evaluator is not None:
+            await evaluator.stop()
         self._outcome = None  # the run goes on: its next pause or its end is what waiters get
         metrics.approval(self.config.agent, "approved" if decision.approved else "rejected")
         self._publish(CheckpointStatus.IN_PROGRESS, None)
         await self._tell_parent(None, approval_id)
-        return decision
+        return decision, evaluator
 
     async def _execute_tool(self, call: ToolCall, batch: Batch, index: int, arguments_in_store: bool = True) -> int:
         spec = self._spec(call)

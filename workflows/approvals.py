@@ -18,6 +18,7 @@ with workflow.unsafe.imports_passed_through():
         PendingApproval,
         decision_too_large,
         edited_arguments_problem,
+        grant_problem,
     )
     from durable_agents.checkpoint.errors import FailureType, too_large_problem
     from durable_agents.checkpoint.format import ToolCall, ToolSpec
@@ -74,8 +75,9 @@ def too_large(decision: ApprovalDecision) -> ApplicationError | None:
 
 
 def check_edited_arguments(decision: ApprovalDecision, spec: ToolSpec | None) -> None:
-    """Refuse edited arguments that do not fit the tool's recorded input schema."""
-    problem = edited_arguments_problem(decision, spec)
+    """Refuse edited arguments that do not fit the tool's recorded input schema, and a grant
+    that cannot be made (with a rejection, with edited arguments, on arguments the tool lacks)."""
+    problem = edited_arguments_problem(decision, spec) or grant_problem(decision, spec)
     if problem is not None:
         raise refused(problem, decision.approval_id)
 
@@ -94,6 +96,8 @@ class ApprovalGate:
         self._preset: tuple[str, ApprovalDecision] | None = None
         self.dropped: list[str] = []
         """Why the newest ignored signals were ignored (``DROPS_SHOWN`` of them)."""
+        self.timed_out: set[str] = set()
+        """The approvals nobody decided in time (their decision is the timeout's)."""
 
     def validate(self, decision: ApprovalDecision) -> None:
         """Refuse a decision for an approval that is not open (unknown or already decided).
@@ -185,11 +189,20 @@ class ApprovalGate:
         try:
             await workflow.wait_condition(lambda: approval_id in self._decisions, timeout=timeout)
         except TimeoutError:
+            self.timed_out.add(approval_id)
             self._decisions[approval_id] = ApprovalDecision(
                 approval_id=approval_id, approved=False, note=f"no decision within {timeout}: the approval timed out"
             )
         self.pending = None
         return self._decisions[approval_id]
+
+    def settle(self, decision: ApprovalDecision) -> bool:
+        """Decide the open approval without a person (the auto mode's evaluator), unless a
+        decision was taken already; a person's later decision is then refused as taken."""
+        if decision.approval_id in self._decisions:
+            return False
+        self._decisions[decision.approval_id] = decision
+        return True
 
     def close(self) -> None:
         self.pending = None

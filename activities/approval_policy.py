@@ -1,0 +1,373 @@
+"""The approval policy in a run: decide a gated call by policy, and the auto mode's evaluator.
+
+``decide_by_policy`` (a local activity: a few reads and at most one write) runs right before
+a gated call would pause for a person. It reads the effective policy and the live grants
+(``PolicyBook.decision_inputs``), runs ``approval_decision.decide`` on the call's stored
+arguments at the activity's clock, takes one use of the grant that approves it
+(``use_grant``, keyed by the call's idempotency key: a retry or a resume takes nothing
+more), and for an approval or a denial records the decision in the checkpoint as
+``record_decision`` does (a denial with its ``{error, note}`` result). A retry finds the
+decision recorded and answers it again, whatever the policy says meanwhile.
+
+``evaluate_call`` (a regular activity, the auto mode's timeout, heartbeating) asks the
+auto mode's evaluator, plain Python or a model through the worker's providers, for a
+verdict on the call against a criteria set. It never decides anything itself: it returns
+the verdict, and the workflow applies it unless a person decided first. An evaluator that
+fails, says nothing usable or is unsure escalates: the call stays with a person.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import inspect
+import json
+import time
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError
+from temporalio import activity
+
+from durable_agents.activities.approvals import (
+    decision_record,
+    record_decision_now,
+    rejection_by_policy,
+    rejection_content,
+)
+from durable_agents.activities.contracts import ApprovalDecision, PolicyVerdict, RecordDecisionInput
+from durable_agents.activities.deps import ActivityDeps, policy_book
+from durable_agents.activities.keys import idempotency_key
+from durable_agents.checkpoint.approval_decision import PolicyDecision, decide
+from durable_agents.checkpoint.approval_grants import Grant
+from durable_agents.checkpoint.approval_policy import CriteriaSet, EvaluatorRef, PolicyCall
+from durable_agents.checkpoint.format import Decision, Evaluation, FormatModel, Message, Role, ToolCall, Usage
+from durable_agents.checkpoint.pricing import cost_usd, price_of
+from durable_agents.providers.base import ModelRequest
+from durable_agents.providers.registry import split_model_string
+
+DECIDE_BY_POLICY = "durable_agents.decide_by_policy"
+EVALUATE_CALL = "durable_agents.evaluate_call"
+
+_SOURCES: dict[str, Literal["deny-rule", "allow-rule", "approve-all", "grant"]] = {
+    "deny-rule": "deny-rule",
+    "allow-rule": "allow-rule",
+    "approve-all": "approve-all",
+    "grant": "grant",
+}
+
+
+class AutoModeCall(FormatModel):
+    """What the evaluator is to judge the call by: copied from the policy the call was decided
+    under, so a policy change while the call waits does not change what it is judged by."""
+
+    evaluator: EvaluatorRef
+    criteria: CriteriaSet
+    min_confidence: float
+    """The criteria set's ``minConfidence``, else the auto mode's."""
+    timeout_seconds: float
+
+
+class DecideByPolicyInput(FormatModel):
+    session_id: str
+    agent: str
+    approval_id: str
+    """The id the decision is recorded under (the workflow's, the same on replay)."""
+    call: ToolCall
+    batch_start: int
+    batch: list[str]
+    index: int
+    turn_position: int | None = None
+    """Set when ``call`` is a reference: its arguments are read from this turn."""
+
+
+class DecideByPolicyOutput(FormatModel):
+    verdict: PolicyVerdict
+    recorded_through: int | None = None
+    """Set when the policy decided (approve or deny) and the decision is recorded."""
+    auto: AutoModeCall | None = None
+    """Set when the verdict is ``ask-evaluator``."""
+
+
+class EvaluateCallInput(FormatModel):
+    session_id: str
+    agent: str
+    call: ToolCall
+    position: int
+    turn_position: int | None = None
+    auto: AutoModeCall
+
+
+class Verdict(FormatModel):
+    """What an evaluator returns: approve, deny or escalate, how sure it is (0 to 1), and why.
+    A Python evaluator may return this, or a mapping with these keys."""
+
+    verdict: Literal["approve", "deny", "escalate"]
+    confidence: float = Field(ge=0.0, le=1.0)
+    reasoning: str = ""
+
+
+class PolicyDecisionActivities:
+    def __init__(self, deps: ActivityDeps) -> None:
+        self.deps = deps
+
+    def all(self) -> list[Any]:
+        return [self.decide_by_policy, self.evaluate_call]
+
+    @activity.defn(name=DECIDE_BY_POLICY)
+    async def decide_by_policy(self, inp: DecideByPolicyInput) -> DecideByPolicyOutput:
+        """Decide the gated call by policy, and record the decision when it is made here."""
+        return await self.deps.in_store(self._decide, inp)
+
+    def _decide(self, inp: DecideByPolicyInput) -> DecideByPolicyOutput:
+        deps = self.deps
+        header = deps.live_header(inp.session_id)
+        record_inp = RecordDecisionInput(
+            session_id=inp.session_id,
+            decision=ApprovalDecision(approval_id=inp.approval_id, approved=False),
+            call=inp.call,
+            batch_start=inp.batch_start,
+            batch=inp.batch,
+            index=inp.index,
+            agent=inp.agent,
+            turn_position=inp.turn_position,
+        )
+        kept = next((d for d in header.decisions or [] if d.approval_id == inp.approval_id), None)
+        if kept is not None:  # a retry: the decision recorded is the decision
+            return self._recorded(record_inp, kept)
+        book = policy_book(deps)
+        if book is None:
+            return DecideByPolicyOutput(verdict=PolicyVerdict(outcome="ask-person", reason="no policy book"))
+        position = record_inp.position
+        call = inp.call
+        if inp.turn_position is not None:
+            call = deps.stored_call(inp.session_id, inp.turn_position, position)
+        policy_call = PolicyCall(agent=inp.agent, session_id=inp.session_id, tool=call.name, arguments=call.arguments)
+        now = datetime.now(UTC)  # the activity's clock: a grant's expiry is judged at each decision
+        found = book.decision_inputs(inp.agent, inp.session_id, now, tool=call.name)
+        grants: list[Grant] = list(found.grants)
+        while True:
+            decision = decide(found.policy, grants, policy_call, now)
+            if decision.layer != "grant" or decision.grant_id is None:
+                break
+            used = book.use_grant(decision.grant_id, idempotency_key(header, position), now)
+            if used.approved:
+                if used.grant_id != decision.grant_id:  # this call used another grant before
+                    decision = decision.model_copy(update={"grant_id": used.grant_id})
+                break
+            grants = [g for g in grants if g.id != decision.grant_id]  # revoked, used up meanwhile
+        verdict = _verdict(decision, found.agent_policy_version, found.session_policy_version)
+        if decision.outcome == "ask-evaluator":
+            assert found.policy is not None and found.policy.auto is not None
+            auto, criteria = found.policy.auto, found.policy.auto.criteria_for(policy_call)
+            assert criteria is not None
+            return DecideByPolicyOutput(
+                verdict=verdict,
+                auto=AutoModeCall(
+                    evaluator=auto.evaluator,
+                    criteria=criteria,
+                    min_confidence=criteria.min_confidence
+                    if criteria.min_confidence is not None
+                    else auto.min_confidence,
+                    timeout_seconds=auto.timeout_seconds,
+                ),
+            )
+        if not decision.decided:
+            return DecideByPolicyOutput(verdict=verdict)
+        approved = decision.outcome == "approve"
+        record_inp = record_inp.model_copy(
+            update={
+                "decision": ApprovalDecision(approval_id=inp.approval_id, approved=approved),
+                "source": verdict.source,
+                "policy": verdict,
+            }
+        )
+        record = decision_record(record_inp, call.arguments)
+        rejection = rejection_by_policy(decision.reason)
+        return DecideByPolicyOutput(
+            verdict=verdict, recorded_through=record_decision_now(deps, record_inp, record, rejection)
+        )
+
+    def _recorded(self, inp: RecordDecisionInput, kept: Decision) -> DecideByPolicyOutput:
+        source = kept.source if kept.source in _SOURCES else None
+        verdict = PolicyVerdict(
+            outcome="approve" if kept.approved else "deny",
+            source=source,
+            reason=kept.reason or "",
+            rule=kept.rule,
+            grant_id=kept.grant_id,
+            criteria=kept.criteria,
+            policy_version=kept.policy_version,
+            agent_policy_version=kept.agent_policy_version,
+            session_policy_version=kept.session_policy_version,
+            arguments_digest=kept.arguments_digest,
+        )
+        inp = inp.model_copy(
+            update={"decision": ApprovalDecision(approval_id=kept.approval_id, approved=kept.approved)}
+        )
+        rejection = rejection_by_policy(kept.reason or "") if source else rejection_content(kept.note)
+        return DecideByPolicyOutput(
+            verdict=verdict, recorded_through=record_decision_now(self.deps, inp, kept, rejection)
+        )
+
+    @activity.defn(name=EVALUATE_CALL)
+    async def evaluate_call(self, inp: EvaluateCallInput) -> Evaluation:
+        """The evaluator's verdict on the call (never raises for the evaluator's own failure: an
+        error is an escalation, said in the evaluation)."""
+        auto = inp.auto
+        call = inp.call
+        if inp.turn_position is not None:
+            call = await self.deps.in_store(self.deps.stored_call, inp.session_id, inp.turn_position, inp.position)
+        policy_call = PolicyCall(agent=inp.agent, session_id=inp.session_id, tool=call.name, arguments=call.arguments)
+        evaluation = Evaluation(
+            evaluator=describe_evaluator(auto.evaluator),
+            criteria=auto.criteria.name,
+            min_confidence=auto.min_confidence,
+        )
+        started = time.monotonic()
+        beating = asyncio.create_task(_heartbeat())
+        try:
+            if auto.evaluator.python is not None:
+                verdict, usage, cost = (
+                    await _python_verdict(auto.evaluator.python, policy_call, auto.criteria),
+                    None,
+                    None,
+                )
+            else:
+                verdict, usage, cost = await self._model_verdict(auto.evaluator.model or "", policy_call, auto.criteria)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # noqa: BLE001 (the evaluator failed, whatever the way: escalate, never approve)
+            activity.logger.warning("approval evaluator %s failed: %s", evaluation.evaluator, e)
+            return evaluation.model_copy(
+                update={
+                    "error": f"{type(e).__name__}: {e}"[:2000],
+                    "escalated": f"error: {type(e).__name__}: {e}"[:2000],
+                    "latency_ms": (time.monotonic() - started) * 1000,
+                }
+            )
+        finally:
+            beating.cancel()
+        return judged(
+            evaluation.model_copy(
+                update={
+                    "verdict": verdict.verdict,
+                    "confidence": verdict.confidence,
+                    "reasoning": verdict.reasoning,
+                    "usage": usage,
+                    "cost_usd": cost,
+                    "latency_ms": (time.monotonic() - started) * 1000,
+                }
+            )
+        )
+
+    async def _model_verdict(
+        self, model: str, call: PolicyCall, criteria: CriteriaSet
+    ) -> tuple[Verdict, Usage, float | None]:
+        provider_name, name = split_model_string(model)
+        provider = self.deps.providers.get(provider_name)
+        info = activity.info()
+        response = await provider.generate(
+            ModelRequest(
+                model=name,
+                messages=evaluator_prompt(call, criteria),
+                max_tokens=1024,
+                session_id=call.session_id,
+                step=info.attempt,
+            )
+        )
+        price = price_of(model)
+        usage = response.usage
+        return parse_verdict(response.message.content or ""), usage, cost_usd(usage, price) if price else None
+
+
+def judged(evaluation: Evaluation) -> Evaluation:
+    """``evaluation`` with whether its verdict decides the call (approve or deny, sure enough)
+    or why the call goes to a person instead."""
+    if evaluation.verdict == "escalate":
+        return evaluation.model_copy(update={"escalated": "the evaluator escalated"})
+    if (evaluation.confidence or 0.0) < (evaluation.min_confidence or 0.0):
+        return evaluation.model_copy(
+            update={
+                "escalated": f"low confidence: {evaluation.confidence:.2f} < minConfidence "
+                f"{evaluation.min_confidence:.2f}"
+            }
+        )
+    return evaluation.model_copy(update={"decided": True})
+
+
+def describe_evaluator(ref: EvaluatorRef) -> str:
+    return f"python:{ref.python}" if ref.python is not None else f"model:{ref.model}"
+
+
+def _verdict(decision: PolicyDecision, agent_version: int, session_version: int) -> PolicyVerdict:
+    return PolicyVerdict(
+        outcome=decision.outcome,
+        source=_SOURCES.get(decision.layer) if decision.decided else None,
+        reason=decision.reason,
+        rule=decision.rule,
+        grant_id=decision.grant_id,
+        criteria=decision.criteria,
+        policy_version=decision.policy_version,
+        agent_policy_version=agent_version or None,
+        session_policy_version=session_version or None,
+        arguments_digest=decision.arguments_digest,
+    )
+
+
+async def _heartbeat(every: float = 2.0) -> None:
+    """Heartbeat while the evaluator works, so a cancellation (a person decided first) and a
+    lost worker are noticed."""
+    while True:
+        activity.heartbeat()
+        await asyncio.sleep(every)
+
+
+async def _python_verdict(spec: str, call: PolicyCall, criteria: CriteriaSet) -> Verdict:
+    module_name, _, attr = spec.partition(":")
+    function = getattr(importlib.import_module(module_name), attr)
+    if inspect.iscoroutinefunction(function):
+        answer = await function(call, criteria)
+    else:  # off the event loop: the heartbeats go on
+        answer = await asyncio.to_thread(function, call, criteria)
+    if isinstance(answer, Verdict):
+        return answer
+    if isinstance(answer, Mapping):
+        return Verdict.model_validate(answer)
+    raise TypeError(f"{spec} returned {type(answer).__name__}, not a verdict ({{verdict, confidence, reasoning}})")
+
+
+EVALUATOR_INSTRUCTIONS = """You review one tool call an AI agent wants to make, before it runs, \
+against the criteria below. Answer with ONE JSON object and nothing else:
+{"verdict": "approve" | "deny" | "escalate", "confidence": <0 to 1>, "reasoning": "<one or two sentences>"}
+Approve only when an approve-when criterion clearly holds and no deny-when or escalate-when one does; \
+deny when a deny-when criterion holds; escalate (a person decides) when an escalate-when criterion holds \
+or you are unsure."""
+
+
+def evaluator_prompt(call: PolicyCall, criteria: CriteriaSet) -> list[Message]:
+    """The messages a model evaluator gets: the instructions, then the criteria and the call as JSON."""
+    body = {
+        "criteria": criteria.model_dump(mode="json", by_alias=True, exclude_none=True),
+        "call": {"agent": call.agent, "sessionId": call.session_id, "tool": call.tool, "arguments": call.arguments},
+    }
+    return [
+        Message(role=Role.SYSTEM, content=EVALUATOR_INSTRUCTIONS),
+        Message(role=Role.USER, content=json.dumps(body, ensure_ascii=False, sort_keys=True)),
+    ]
+
+
+def parse_verdict(text: str) -> Verdict:
+    """A model's answer as a verdict: one JSON object with exactly ``verdict``, ``confidence``
+    and ``reasoning`` (no prose around it, no other keys); anything else is an error."""
+    try:
+        data = json.loads(text)
+    except ValueError as e:
+        raise ValueError(f"the evaluator's answer is not one JSON object: {text[:200]!r}") from e
+    if not isinstance(data, dict) or set(data) != {"verdict", "confidence", "reasoning"}:
+        raise ValueError(f"the evaluator's answer is not {{verdict, confidence, reasoning}}: {text[:200]!r}")
+    try:
+        return Verdict.model_validate(data)
+    except ValidationError as e:
+        raise ValueError(f"the evaluator's answer is not a verdict: {e.errors(include_url=False)[0]['msg']}") from e

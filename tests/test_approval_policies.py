@@ -1,0 +1,277 @@
+"""Approval policies in runs (issue 42): rules, grants and auto mode decide gated calls, and
+every decision says who or what decided and why. An in-process worker on the test server;
+tests/crash/test_approval_policy_processes.py does the same with worker processes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from temporalio.client import WorkflowUpdateFailedError
+
+from durable_agents.checkpoint import CheckpointStatus, FinishReason, Role
+from durable_agents.checkpoint.approval_grants import Grant, GrantScope
+from durable_agents.checkpoint.policy_book import PolicyScope, policy_book_for
+from tests import policy_agents
+from tests.conftest import session_id
+
+SMALL = {"name": "small payments", "tools": ["pay"], "when": [{"arg": "amount_cents", "op": "<=", "value": 5000}]}
+BIG = {"name": "no big payments", "tools": ["pay"], "when": [{"arg": "amount_cents", "op": ">", "value": 5000}]}
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+def set_policy(store, policy: dict, agent: str = "payer"):
+    return policy_book_for(store).set_policy(PolicyScope.of_agent(agent), policy, by="ops", now=now())
+
+
+def add_grant(store, grant_id: str, *, max_uses: int | None = None, expires_in: float | None = None) -> Grant:
+    made = now() - timedelta(seconds=1)
+    return policy_book_for(store).add_grant(
+        Grant(
+            id=grant_id,
+            scope=GrantScope(kind="tool", tool="pay"),
+            created_by="alice",
+            created_at=made,
+            max_uses=max_uses,
+            expires_at=now() + timedelta(seconds=expires_in) if expires_in else None,
+        )
+    )
+
+
+def results(result) -> list[dict]:
+    return [json.loads(m.content) for m in result.messages if m.role == Role.TOOL]
+
+
+def paid() -> list[int]:
+    return [args["amount_cents"] for _, args in policy_agents.CALL_LOG]
+
+
+async def test_rules_approve_and_deny_gated_calls_and_say_why(run_worker, store):
+    policy_agents.CALL_LOG.clear()
+    stored = set_policy(store, {"deny": [BIG], "allow": [SMALL]})
+    sid = session_id()
+    async with run_worker([policy_agents.payer]) as client:
+        result = await client.send("payer", "1000 9000 2000", session_id=sid)
+    assert result.finish_reason == FinishReason.STOP and result.text == "Paid."
+    assert paid() == [1000, 2000]  # each approved call ran once; the denied one never
+    first, denied, third = results(result)
+    assert first["paid"] == 1000 and third["paid"] == 2000
+    assert denied["error"] == "denied by the approval policy"
+    assert "no big payments" in denied["note"] and "amount_cents > 5000" in denied["note"]
+    decisions = store.load(sid).decisions
+    assert [(d.source, d.rule, d.approved, d.policy_version) for d in decisions] == [
+        ("allow-rule", "small payments", True, stored.version),
+        ("deny-rule", "no big payments", False, stored.version),
+        ("allow-rule", "small payments", True, stored.version),
+    ]
+    assert all(d.reason and d.arguments_digest and d.decided_by is None for d in decisions)
+
+
+async def test_no_policy_asks_a_person_as_before(run_worker, store):
+    sid = session_id()
+    async with run_worker([policy_agents.payer]) as client:
+        paused = await client.send("payer", "1000", session_id=sid)
+        assert paused.finish_reason == FinishReason.AWAITING_APPROVAL
+        done = await client.approve(sid, paused.approval_id, decided_by="bob")
+    assert done.finish_reason == FinishReason.STOP
+    [decision] = store.load(sid).decisions
+    assert (decision.source, decision.decided_by, decision.policy_version) == ("person", "bob", None)
+
+
+async def test_a_grant_approves_until_its_uses_are_taken_and_a_deny_rule_beats_it(run_worker, store):
+    policy_agents.CALL_LOG.clear()
+    add_grant(store, "g-two", max_uses=2)
+    set_policy(store, {"deny": [BIG]})
+    sid = session_id()
+    async with run_worker([policy_agents.payer]) as client:
+        paused = await client.send("payer", "100 9000 200 300", session_id=sid)
+        # 100 and 200 by the grant, 9000 denied though the grant covers pay; 300: the grant is used up
+        assert paused.finish_reason == FinishReason.AWAITING_APPROVAL
+        assert (await client.pending_approval(sid)).arguments == {"amount_cents": 300}
+        done = await client.reject(sid, paused.approval_id, decided_by="bob")
+    assert done.finish_reason == FinishReason.STOP and paid() == [100, 200]
+    decisions = store.load(sid).decisions
+    assert [(d.source, d.grant_id or d.rule) for d in decisions] == [
+        ("grant", "g-two"),
+        ("deny-rule", "no big payments"),
+        ("grant", "g-two"),
+        ("person", None),
+    ]
+    grant = policy_book_for(store).get_grant("g-two")
+    assert grant is not None and grant.uses == 2
+
+
+async def test_a_revoked_grant_stops_the_next_call(run_worker, store):
+    policy_agents.CALL_LOG.clear()
+    add_grant(store, "g-revoked")
+    sid = session_id()
+    async with run_worker([policy_agents.payer]) as client:
+        first = await client.send("payer", "100", session_id=sid)
+        assert first.finish_reason == FinishReason.STOP
+        policy_book_for(store).revoke_grant("g-revoked", by="alice", now=now())
+        second = await client.send("payer", "200", session_id=sid)
+        assert second.finish_reason == FinishReason.AWAITING_APPROVAL
+        await client.reject(sid, second.approval_id)
+    assert paid() == [100]
+    assert [d.source for d in store.load(sid).decisions] == ["grant", "person"]
+
+
+async def test_a_policy_change_decides_the_next_gated_call_of_a_running_session(run_worker, store):
+    policy_agents.CALL_LOG.clear()
+    sid = session_id()
+    async with run_worker([policy_agents.payer]) as client:
+        paused = await client.send("payer", "100 200", session_id=sid)  # no policy: a person
+        stored = set_policy(store, {"allow": [SMALL]})
+        done = await client.approve(sid, paused.approval_id)  # the next call: under the new policy
+    assert done.finish_reason == FinishReason.STOP and paid() == [100, 200]
+    assert [(d.source, d.policy_version) for d in store.load(sid).decisions] == [
+        ("person", None),
+        ("allow-rule", stored.version),
+    ]
+
+
+async def test_a_decision_with_a_grant_approves_the_next_calls(run_worker, store, env):
+    policy_agents.CALL_LOG.clear()
+    sid = session_id()
+    async with run_worker([policy_agents.payer]) as client:
+        paused = await client.send("payer", "100 200 300", session_id=sid)
+        handle = env.client.get_workflow_handle(sid)
+        grant = {"scope": "session", "maxUses": 1, "expiresInSeconds": 600}
+        await handle.execute_update(
+            "decide", {"approvalId": paused.approval_id, "approved": True, "decidedBy": "carol", "grant": grant}
+        )
+        again = await client.outcome(sid)  # 200 by the grant; 300 asks again (one use)
+        assert again.finish_reason == FinishReason.AWAITING_APPROVAL
+        assert (await client.pending_approval(sid)).arguments == {"amount_cents": 300}
+        await client.approve(sid, again.approval_id)
+    decisions = store.load(sid).decisions
+    made = f"grant-{paused.approval_id}"
+    assert [(d.source, d.grant_created, d.grant_id) for d in decisions] == [
+        ("person", made, None),
+        ("grant", None, made),
+        ("person", None, None),
+    ]
+    kept = policy_book_for(store).get_grant(made)
+    assert kept is not None and kept.created_by == "carol" and kept.scope.session_id == sid
+    assert kept.expires_at is not None and kept.uses == 1 and kept.approval_id == paused.approval_id
+
+
+@pytest.mark.parametrize(
+    ("decision", "problem"),
+    [
+        ({"approved": True, "arguments": {"amount_cents": 1}}, "edited arguments makes no grant"),
+        ({"approved": False}, "a rejected call makes no grant"),
+        ({"approved": True, "grant": {"scope": "agent", "when": [{"arg": "nope", "op": "==", "value": 1}]}}, "nope"),
+    ],
+)
+async def test_a_grant_the_decision_cannot_make_is_refused(run_worker, store, env, decision, problem):
+    sid = session_id()
+    async with run_worker([policy_agents.payer]) as client:
+        paused = await client.send("payer", "100", session_id=sid)
+        handle = env.client.get_workflow_handle(sid)
+        body = {"approvalId": paused.approval_id, "grant": {"scope": "session"}, **decision}
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await handle.execute_update("decide", body)
+        assert problem in str(refused.value.cause)
+        assert refused.value.cause.type == "InvalidDecisionError"
+        # a signal with it is dropped; the approval still waits
+        await handle.signal("approve", body)
+        assert (await client.pending_approval(sid)).approval_id == paused.approval_id
+        await client.reject(sid, paused.approval_id)
+    assert policy_book_for(store).list_grants() == []
+
+
+# -- auto mode ----------------------------------------------------------------------------------
+
+
+def auto_policy(evaluator: dict, *, timeout: float = 30, min_confidence: float = 0.8) -> dict:
+    criteria = {"name": "payments", "tools": ["pay"], "purpose": "pays money", "approveWhen": ["small amounts"]}
+    return {"auto": {"evaluator": evaluator, "criteria": [criteria], "minConfidence": min_confidence,
+                     "timeoutSeconds": timeout}}  # fmt: skip
+
+
+async def _decided(store, sid: str, count: int = 1):
+    for _ in range(400):
+        header = store.load_header(sid)
+        if header is not None and len(header.decisions or []) >= count:
+            return header.decisions
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{sid}: no decision recorded")
+
+
+async def test_auto_mode_approves_and_denies_with_confidence(run_worker, store):
+    policy_agents.CALL_LOG.clear()
+    set_policy(store, auto_policy({"python": "tests.policy_agents:judge_sure"}))
+    sid = session_id()
+    async with run_worker([policy_agents.payer]) as client:
+        paused = await client.send("payer", "100 9000", session_id=sid)
+        # the approval was opened for people to see while the evaluator judged it
+        assert paused.finish_reason == FinishReason.AWAITING_APPROVAL
+        done = await client.result(sid)
+    assert done.finish_reason == FinishReason.STOP and paid() == [100]
+    approved, denied = store.load(sid).decisions
+    assert (approved.source, approved.approved, approved.criteria) == ("evaluator", True, "payments")
+    assert approved.evaluation.verdict == "approve" and approved.evaluation.confidence == 0.95
+    assert approved.evaluation.decided and approved.evaluation.latency_ms is not None
+    assert "small payment" in approved.reason
+    assert (denied.source, denied.approved) == ("evaluator", False)
+    assert results(done)[1]["error"] == "denied by the approval policy"
+
+
+async def test_a_model_evaluator_judges_through_the_providers(run_worker, store):
+    policy_agents.CALL_LOG.clear()
+    set_policy(store, auto_policy({"model": "scripted:judge"}))
+    sid = session_id()
+    async with run_worker([policy_agents.payer]) as client:
+        await client.send("payer", "100", session_id=sid)
+        done = await client.result(sid)
+    assert done.finish_reason == FinishReason.STOP and paid() == [100]
+    [decision] = store.load(sid).decisions
+    assert decision.source == "evaluator" and decision.evaluation.evaluator == "model:scripted:judge"
+    assert decision.evaluation.usage is not None and decision.evaluation.usage.output_tokens > 0
+    assert decision.evaluation.cost_usd is None  # no price for scripted models
+
+
+@pytest.mark.parametrize(
+    ("evaluator", "timeout", "escalated"),
+    [
+        ({"python": "tests.policy_agents:judge_broken"}, 30, "error: RuntimeError"),
+        ({"python": "tests.policy_agents:judge_unsure"}, 30, "low confidence: 0.30 < minConfidence 0.80"),
+        ({"python": "tests.policy_agents:judge_escalates"}, 30, "the evaluator escalated"),
+        ({"python": "tests.policy_agents:judge_slow"}, 1, "timeout"),
+        ({"model": "scripted:judge-prose"}, 30, "error: ValueError"),
+    ],
+)
+async def test_auto_mode_leaves_the_call_to_a_person_when_unsure(run_worker, store, evaluator, timeout, escalated):
+    policy_agents.CALL_LOG.clear()
+    set_policy(store, auto_policy(evaluator, timeout=timeout))
+    sid = session_id()
+    async with run_worker([policy_agents.payer]) as client:
+        paused = await client.send("payer", "100", session_id=sid)
+        await asyncio.sleep(timeout + 1.5 if timeout < 5 else 1.0)  # the evaluator has had its say
+        assert (await client.pending_approval(sid)).approval_id == paused.approval_id  # never fails open
+        assert store.load_header(sid).status == CheckpointStatus.AWAITING_APPROVAL and paid() == []
+        done = await client.approve(sid, paused.approval_id, decided_by="dora")
+    assert done.finish_reason == FinishReason.STOP and paid() == [100]
+    [decision] = store.load(sid).decisions
+    assert (decision.source, decision.decided_by) == ("person", "dora")
+    assert decision.evaluation is not None and not decision.evaluation.decided
+    assert escalated in decision.evaluation.escalated
+
+
+async def test_a_person_deciding_first_cancels_the_evaluator(run_worker, store):
+    policy_agents.CALL_LOG.clear()
+    set_policy(store, auto_policy({"python": "tests.policy_agents:judge_slow"}, timeout=120))
+    sid = session_id()
+    async with run_worker([policy_agents.payer]) as client:
+        paused = await client.send("payer", "100", session_id=sid)
+        done = await client.reject(sid, paused.approval_id, decided_by="erin", note="not today")
+    assert done.finish_reason == FinishReason.STOP and paid() == []
+    [decision] = store.load(sid).decisions
+    assert (decision.source, decision.decided_by, decision.approved) == ("person", "erin", False)
+    assert decision.evaluation.escalated == "a person decided first" and decision.evaluation.verdict is None
