@@ -22,7 +22,7 @@ from durable_agents import AgentClient, build_worker
 from durable_agents.checkpoint import SqliteStore
 from durable_agents.client.connection import data_converter
 from durable_agents.devserver import DevServer
-from tests import agents, subagent_agents
+from tests import agents, policy_agents, subagent_agents
 
 HERE = Path(__file__).parent
 RUNS = {
@@ -41,6 +41,8 @@ LOCAL = dataclasses.replace(agents.weather_agent, name="weather-local", activiti
 # local_steps_v7 is the same run recorded before that patch (at b3f5627), each call a local activity.
 # v9: a local run begun locally (patch "begin-run-locally": the client saw the agent step locally in an
 # earlier run, so it starts this one with beginLocally; begin_run runs in the first workflow task).
+# v10: gated calls decided by the approval policy (patch "approval-policy"): one by a grant, one
+# denied by a rule, one approved by the auto mode's evaluator racing the open approval.
 
 
 async def main() -> None:
@@ -49,7 +51,7 @@ async def main() -> None:
         store = SqliteStore(Path(tmp) / "store.db")
         queue = f"record-{uuid.uuid4().hex[:6]}"
         all_agents = [agent for agent, _ in RUNS.values()] + [agents.payments_agent, agents.slow_agent]
-        all_agents += [subagent_agents.lead, LOCAL]
+        all_agents += [subagent_agents.lead, LOCAL, policy_agents.payer]
         async with build_worker(client, agents=all_agents, store=store, task_queue=queue):
             agent_client = AgentClient(client, store, queue)
             only = set(sys.argv[1:])
@@ -97,6 +99,32 @@ async def main() -> None:
                 await agent_client.send(LOCAL.name, "Book a table for 2 tonight", session_id="local_begin_first")
                 await agent_client.send(LOCAL.name, "Book a table for 2 tonight", session_id="local_begin_v9")
                 await _save(client, "local_begin_v9", "local_begin_v9")
+            if not only or "approval_policy_v10" in only:
+                await _policy_run(agent_client, store)
+                await _save(client, "approval_policy_v10", "approval_policy_v10")
+
+
+async def _policy_run(agent_client: AgentClient, store: SqliteStore) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from durable_agents.checkpoint.approval_grants import Grant, GrantScope
+    from durable_agents.checkpoint.policy_book import PolicyScope, policy_book_for
+
+    book, now = policy_book_for(store), datetime.now(UTC)
+    policy = {
+        "deny": [{"name": "no big", "tools": ["pay"], "when": [{"arg": "amount_cents", "op": ">", "value": 5000}]}],
+        "auto": {
+            "evaluator": {"python": "tests.policy_agents:judge_sure"},
+            "criteria": [{"name": "payments", "tools": ["pay"], "approveWhen": ["small amounts"]}],
+        },
+    }
+    book.set_policy(PolicyScope.of_agent("payer"), policy, by="recorder", now=now)
+    scope = GrantScope(kind="tool", tool="pay")
+    book.add_grant(
+        Grant(id="one-use", scope=scope, created_by="recorder", created_at=now - timedelta(seconds=1), max_uses=1)
+    )
+    await agent_client.send("payer", "100 9000 300", session_id="approval_policy_v10")
+    await agent_client.result("approval_policy_v10")
 
 
 async def _save(client: Client, name: str, workflow_id: str, run_id: str | None = None) -> None:
