@@ -2,7 +2,7 @@
 
 Commands live in one module per concept: processes (``server``), runs
 (``runs``), approvals (``approvals``), reading sessions (``inspect``), forks
-(``fork``) and store maintenance (``store``).
+(``fork``), approval policies and grants (``policy``) and store maintenance (``store``).
 
 Exit codes: 0 done; 1 the operation failed (a run failed, a session is busy,
 nothing to approve, no worker polls the queue for ``run --no-wait``, Temporal
@@ -31,7 +31,7 @@ from collections.abc import Sequence
 
 from durable_agents._defaults import DEFAULT_TASK_QUEUE
 from durable_agents.checkpoint.errors import CheckpointNotFoundError, ConfigurationError, DurableAgentsError
-from durable_agents.cli import approvals, deploys, fork, inspect, production, replay, runs, server, store, web
+from durable_agents.cli import approvals, deploys, fork, inspect, policy, production, replay, runs, server, store, web
 from durable_agents.cli._common import (
     STORE_ENCRYPTION_ENV,
     STORE_ENV,
@@ -63,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     add_global_flags(parser)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (server, runs, approvals, inspect, fork, replay, store, production, deploys, web):
+    for module in (server, runs, approvals, policy, inspect, fork, replay, store, production, deploys, web):
         module.register(sub)
     for command in _subcommands(parser):  # the same flags after the command: `worker … --task-queue X`
         add_global_flags(command.add_argument_group(GLOBAL_GROUP), after_command=True)
