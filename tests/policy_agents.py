@@ -33,7 +33,8 @@ async def pay(args: PayArgs, ctx: ToolContext) -> dict:
     log = os.environ.get("POLICY_TOOL_LOG")
     if log:
         with open(log, "a") as f:
-            f.write(json.dumps({"session": ctx.session_id, "call": ctx.tool_call_id, **args.model_dump()}) + "\n")
+            line = {"session": ctx.session_id, "call": ctx.tool_call_id, "pid": os.getpid(), **args.model_dump()}
+            f.write(json.dumps(line) + "\n")
     return {"paid": args.amount_cents, "key": ctx.idempotency_key}
 
 
