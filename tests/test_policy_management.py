@@ -112,3 +112,14 @@ def test_without_temporal_a_policy_is_checked_against_a_given_agent(store: Sqlit
     other = Agent(name="other", model="scripted:x", tools=[])
     with pytest.raises(ConfigurationError, match="no tool 'charge_card'"):
         admin.set_policy(SMALL, against=other, agent="other", by="alice")
+
+
+async def test_no_worker_no_change_and_it_is_not_made_later(env, store: SqliteStore, task_queue: str, run_worker) -> None:
+    from durable_agents.client import AgentClient
+
+    lonely = AgentClient(env.client, store, f"{task_queue}-nobody")
+    with pytest.raises(TimeoutError, match="no worker on task queue"):
+        await lonely.set_policy(SMALL, agent=AGENT_NAME, by="alice", timeout=2)
+    async with run_worker([payer]):  # a worker on that queue later does not make it
+        pass
+    assert lonely.policy(agent=AGENT_NAME).version == 0

@@ -72,6 +72,7 @@ from durable_agents.client.batches import Batch, batch_report, start_batch
 from durable_agents.client.connection import DEFAULT_TASK_QUEUE, connect
 from durable_agents.client.outcomes import as_messages, outcome_error, pending_from_store
 from durable_agents.client.policies import (
+    CHANGE_TIMEOUT_SECONDS,
     PolicyAdmin,
     change_through_temporal,
     default_actor,
@@ -875,17 +876,19 @@ class AgentClient:
         session_id: str | None = None,
         by: str | None = None,
         expected_version: int | None = None,
+        timeout: float = CHANGE_TIMEOUT_SECONDS,
     ) -> StoredPolicy:
         """Make ``policy`` (an ``ApprovalPolicy``, a dict, JSON text or a JSON file's path) the
         approval policy of ``agent`` or of ``session_id``, as its next version. It goes through
         the ``ApprovalPolicies`` workflow, so a worker serving the agent checks it against the
         agent's tools (a session's: the tools its runs recorded) before it is kept.
         ``expected_version``: the version read (0: none ever set); another one raises
-        ``PolicyVersionConflictError``, nothing changed. ``by``: who (default: the OS user)."""
+        ``PolicyVersionConflictError``, nothing changed. ``by``: who (default: the OS user).
+        ``TimeoutError``: no worker answered within ``timeout`` seconds (nothing changed)."""
         scope_of(agent, session_id)
         request = set_policy_request(policy, by=by, expected_version=expected_version)
         target = PolicyTarget(agent=agent, session_id=session_id)
-        return await change_through_temporal(self.temporal, self.task_queue, target, request)
+        return await change_through_temporal(self.temporal, self.task_queue, target, request, timeout=timeout)
 
     async def clear_policy(
         self,
@@ -894,13 +897,14 @@ class AgentClient:
         session_id: str | None = None,
         by: str | None = None,
         expected_version: int | None = None,
+        timeout: float = CHANGE_TIMEOUT_SECONDS,
     ) -> StoredPolicy:
         """Remove the policy of ``agent`` or ``session_id`` (audited, the next version), through
         the ``ApprovalPolicies`` workflow."""
         scope_of(agent, session_id)
         request = ClearPolicyRequest(changed_by=by or default_actor(), expected_version=expected_version)
         target = PolicyTarget(agent=agent, session_id=session_id)
-        return await change_through_temporal(self.temporal, self.task_queue, target, request)
+        return await change_through_temporal(self.temporal, self.task_queue, target, request, timeout=timeout)
 
     def policy(self, *, agent: str | None = None, session_id: str | None = None) -> StoredPolicy:
         """What the scope holds now: ``version`` (0: never set), ``policy`` (None: none), who changed it."""

@@ -19,6 +19,7 @@ condition on a tool no recorded run has (nothing to check it against).
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import uuid
 from collections.abc import Mapping, Sequence
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
     from temporalio.client import Client
 
 __all__ = [
+    "CHANGE_TIMEOUT_SECONDS",
     "GRANT_SCAN_SESSIONS",
     "PolicyAdmin",
     "change_through_temporal",
@@ -59,6 +61,8 @@ __all__ = [
     "set_policy_request",
 ]
 
+CHANGE_TIMEOUT_SECONDS = 30.0
+"""How long a policy change waits for a worker's answer by default."""
 GRANT_SCAN_SESSIONS = 50
 """How many of the newest sessions are read for a tool's recorded schema (a grant's check)."""
 
@@ -267,10 +271,16 @@ async def change_through_temporal(
     task_queue: str,
     target: PolicyTarget,
     request: SetPolicyRequest | ClearPolicyRequest,
+    *,
+    timeout: float = CHANGE_TIMEOUT_SECONDS,
 ) -> StoredPolicy:
     """Send a policy change to the target's ``ApprovalPolicies`` workflow (update-with-start:
     started when none runs), where a worker that knows the agent checks and writes it. A
-    refusal raises the typed error (``ConfigurationError``, ``PolicyVersionConflictError``)."""
+    refusal raises the typed error (``ConfigurationError``, ``PolicyVersionConflictError``).
+    No answer within ``timeout`` seconds (no worker polls ``task_queue``): the workflow is
+    terminated, so the change is not made later, and :class:`TimeoutError` is raised."""
+    import asyncio
+
     from temporalio.client import WithStartWorkflowOperation, WorkflowUpdateFailedError
     from temporalio.common import WorkflowIDConflictPolicy
     from temporalio.service import RPCError
@@ -281,19 +291,36 @@ async def change_through_temporal(
 
     name = SET_POLICY_UPDATE if isinstance(request, SetPolicyRequest) else CLEAR_POLICY_UPDATE
     scope = str(target.scope)
+    workflow_id = policies_workflow_id(target)
     for attempt in range(3):
         start = WithStartWorkflowOperation(
             POLICIES_WORKFLOW,
             target.to_dict(),
-            id=policies_workflow_id(target),
+            id=workflow_id,
             task_queue=task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             static_summary=f"{name} of {scope}",
         )
-        try:
-            return await client.execute_update_with_start_workflow(
+        update = asyncio.ensure_future(
+            client.execute_update_with_start_workflow(
                 name, request.to_dict(), start_workflow_operation=start, result_type=StoredPolicy
             )
+        )
+        done, _ = await asyncio.wait({update}, timeout=timeout)
+        if not done:
+            update.cancel()
+            with contextlib.suppress(BaseException):
+                await update
+            # not to be made later by a worker that starts after we said it was not (a worker that
+            # picked it up in this very moment may still make it: `policy show` says)
+            with contextlib.suppress(Exception):
+                await client.get_workflow_handle(workflow_id).terminate(reason="no worker answered the policy change")
+            raise TimeoutError(
+                f"no worker on task queue {task_queue!r} answered the policy change of {scope} within {timeout:g} s: "
+                "nothing was changed; start a worker that serves the agent (durable-agents worker --agent …)"
+            )
+        try:
+            return update.result()
         except WorkflowUpdateFailedError as e:
             raise outcome_error(scope, e) from e
         except RPCError as e:
