@@ -275,3 +275,77 @@ async def test_a_person_deciding_first_cancels_the_evaluator(run_worker, store):
     [decision] = store.load(sid).decisions
     assert (decision.source, decision.decided_by, decision.approved) == ("person", "erin", False)
     assert decision.evaluation.escalated == "a person decided first" and decision.evaluation.verdict is None
+
+
+# -- every decision says why: Current Details, the event stream, the audit -------------------------
+
+
+async def _details(handle) -> str:
+    meta = await handle.query("__temporal_workflow_metadata")
+    return meta.get("currentDetails", "") if isinstance(meta, dict) else meta.current_details
+
+
+async def test_current_details_and_the_event_stream_say_who_decided(run_worker, store, env):
+    tiny = {"name": "tiny payments", "tools": ["pay"], "when": [{"arg": "amount_cents", "op": "<", "value": 10}]}
+    set_policy(store, {"deny": [BIG], "allow": [tiny]})
+    add_grant(store, "g-events", max_uses=1)
+    sid = session_id()
+    async with run_worker([policy_agents.payer]) as client:
+        events = [e async for e in client.stream("payer", "100 9000 7", session_id=sid)]
+        # 100 by the grant, 9000 denied, 7 by the allow rule; a person never asked
+        details = await _details(env.client.get_workflow_handle(sid))
+    assert "last decision: pay call_1_2 approved by allow rule 'tiny payments'" in details
+    assert "policy v1" in details
+    decided = [e for e in events if e.type == "approval-decided"]
+    assert [(e.source, e.grant_id or e.rule, e.approved) for e in decided] == [
+        ("grant", "g-events", True),
+        ("deny-rule", "no big payments", False),
+        ("allow-rule", "tiny payments", True),
+    ]
+    assert all(e.policy_version == 1 and e.reason for e in decided)
+    assert not [e for e in events if e.type == "approval-requested"]
+
+
+def test_the_audit_says_who_or_what_decided_and_why(store):
+    from durable_agents.checkpoint.format import Decision, Evaluation
+    from durable_agents.cli._render import decision_text
+
+    at = now()
+    rule = Decision(approval_id="a1", tool_call_id="c", tool_name="pay", approved=False, decided_at=at,
+                    source="deny-rule", rule="no big", reason="deny rule 'no big' (amount_cents > 5000)",
+                    policy_version=3)  # fmt: skip
+    assert "✗ denied by deny rule 'no big' under policy v3" in decision_text(rule)
+    assert "because deny rule 'no big' (amount_cents > 5000)" in decision_text(rule)
+    granted = rule.model_copy(update={"approved": True, "source": "grant", "grant_id": "g-1", "rule": None})
+    assert "✓ approved by grant g-1 under policy v3" in decision_text(granted)
+    judged = Evaluation(evaluator="python:x:y", criteria="payments", verdict="approve", confidence=0.3,
+                        min_confidence=0.8, escalated="low confidence: 0.30 < minConfidence 0.80")  # fmt: skip
+    person = Decision(approval_id="a2", tool_call_id="c", tool_name="pay", approved=True, decided_at=at,
+                      decided_by="dora", source="person", evaluation=judged, grant_created="grant-a2")  # fmt: skip
+    text = decision_text(person)
+    assert "✓ approved by dora" in text and "the evaluator left it to a person (low confidence" in text
+    assert "made grant grant-a2" in text
+    old = Decision(approval_id="a3", tool_call_id="c", tool_name="pay", approved=True, decided_at=at, decided_by="bo")
+    assert "✓ approved by bo at" in decision_text(old)  # a record from before policies reads as before
+
+
+async def test_the_approvals_audit_command_lists_policy_decisions_like_a_persons(run_worker, store, tmp_path):
+    import argparse
+    import contextlib
+    import io
+
+    from durable_agents.cli.approvals import cmd_approvals, decided_calls
+
+    set_policy(store, {"allow": [SMALL]})
+    sid = session_id()
+    async with run_worker([policy_agents.payer]) as client:
+        paused = await client.send("payer", "100 9000", session_id=sid)
+        await client.approve(sid, paused.approval_id, decided_by="hal")
+    entries = [e for e in decided_calls(store, "payer", 50) if e.session_id == sid]
+    assert [(e.decision.source, e.decision.decided_by) for e in entries] == [("person", "hal"), ("allow-rule", None)]
+    out = io.StringIO()
+    args = argparse.Namespace(decided=True, agent="payer", limit=50, json=False, store=f"sqlite:///{store.path}")
+    with contextlib.redirect_stdout(out):
+        assert await cmd_approvals(args) == 0
+    lines = [line for line in out.getvalue().splitlines() if line.startswith(sid)]
+    assert "approved by hal" in lines[0] and "approved by allow rule 'small payments' under policy v1" in lines[1]

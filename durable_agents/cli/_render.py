@@ -161,14 +161,46 @@ def pending_lines(pending: Any, *, decide: str | None = None) -> list[str]:
     return lines
 
 
+def decided_by(decision: Decision) -> str:
+    """Who or what decided: the person, ``allow rule 'small'``, ``grant g-1``, ``the evaluator
+    (criteria 'payments', confidence 0.95)``, ``timeout``; with the policy version decided under."""
+    source = decision.source or "person"
+    if source == "person":
+        who = decision.decided_by or "unknown"
+    elif source in ("deny-rule", "allow-rule"):
+        who = f"{source.replace('-', ' ')} {decision.rule!r}"
+    elif source == "approve-all":
+        who = "the policy's approveAll"
+    elif source == "grant":
+        who = f"grant {decision.grant_id}"
+    elif source == "evaluator":
+        confidence = decision.evaluation.confidence if decision.evaluation is not None else None
+        who = f"the evaluator (criteria {decision.criteria!r}, confidence {confidence or 0:.2f})"
+    else:
+        who = "timeout"
+    if decision.policy_version is not None:
+        who += f" under policy v{decision.policy_version}"
+    return who
+
+
 def decision_text(decision: Decision) -> str:
-    """``✓ approved by alice at … , note '…', ran with {…}``: who, when, the note, the edited arguments."""
+    """``✓ approved by alice at … , note '…', ran with {…}``: who or what decided, when, the
+    note, the edited arguments, why (a rule's, a grant's, the evaluator's reason), a grant made."""
     mark, verb = ("✓", "approved") if decision.approved else ("✗", "rejected")
-    parts = [f"{mark} {verb} by {decision.decided_by or 'unknown'} at {when(decision.decided_at)}"]
+    if decision.source not in (None, "person", "timeout") and not decision.approved:
+        verb = "denied"
+    parts = [f"{mark} {verb} by {decided_by(decision)} at {when(decision.decided_at)}"]
     if decision.note is not None:
         parts.append(f"note {_short(decision.note, 80)!r}")
     if decision.arguments is not None:
         parts.append(f"ran with {_args(decision.arguments, 80)} instead of the model's")
+    if decision.reason is not None and decision.source not in (None, "person", "timeout"):
+        parts.append(f"because {_short(decision.reason, 120)}")
+    evaluation = decision.evaluation
+    if evaluation is not None and not evaluation.decided and evaluation.escalated:
+        parts.append(f"the evaluator left it to a person ({_short(evaluation.escalated, 80)})")
+    if decision.grant_created is not None:
+        parts.append(f"made grant {decision.grant_created}")
     return ", ".join(parts) + f" [approval {decision.approval_id}]"
 
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 import getpass
 import time
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import Field
 
 from durable_agents.activities.contracts import PendingApproval, check_decision_size
-from durable_agents.checkpoint.format import FormatModel, Message, Role, ToolCall
+from durable_agents.checkpoint.format import Decision, FormatModel, Message, Role, ToolCall
 from durable_agents.cli._common import (
     UsageError,
     add_wait_flags,
@@ -22,7 +22,7 @@ from durable_agents.cli._common import (
     store_of,
     unknown_session,
 )
-from durable_agents.cli._render import approvals_table
+from durable_agents.cli._render import approvals_table, decision_text
 from durable_agents.cli.runs import print_outcome, wait_for
 from durable_agents.errors import ApprovalNotPendingError
 
@@ -67,6 +67,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     approvals = sub.add_parser("approvals", help="list the tool calls waiting for a decision, across sessions")
     approvals.add_argument("--agent", help="only this agent's sessions")
     approvals.add_argument("--json", action="store_true", help="print them as a JSON list")
+    approvals.add_argument(
+        "--decided",
+        action="store_true",
+        help="the audit instead: the decisions made, newest first, each saying who or what decided (a person, "
+        "a deny or allow rule, a grant, the auto mode's evaluator, a timeout), under which policy version, and why",
+    )
+    approvals.add_argument("--limit", type=int, default=50, metavar="N", help="with --decided: the newest N (50)")
     approvals.set_defaults(func=cmd_approvals)
 
 
@@ -154,7 +161,41 @@ async def cmd_decide(args: argparse.Namespace) -> int:
     return 0
 
 
+class DecidedCall(FormatModel):
+    """One entry of the audit (``approvals --decided --json``): a decision and its session."""
+
+    session_id: str
+    agent: str | None = None
+    decision: Decision
+
+
+def decided_calls(store: Any, agent: str | None, limit: int) -> list[DecidedCall]:
+    """The newest ``limit`` decisions of the store's sessions (``agent``'s only, when named)."""
+    sessions = sorted(
+        store.list_sessions(agent=agent), key=lambda s: s.updated_at or datetime.min.replace(tzinfo=UTC), reverse=True
+    )
+    found: list[DecidedCall] = []
+    for summary in sessions:
+        header = store.load_header(summary.session_id)
+        for decision in (header.decisions or []) if header is not None else []:
+            found.append(DecidedCall(session_id=summary.session_id, agent=header.agent, decision=decision))
+        if len(found) >= limit * 4:
+            break
+    found.sort(key=lambda d: d.decision.decided_at, reverse=True)
+    return found[:limit]
+
+
 async def cmd_approvals(args: argparse.Namespace) -> int:
+    if args.decided:  # the audit: from the store alone
+        decided = decided_calls(store_of(args), args.agent, max(args.limit, 1))
+        if args.json:
+            print_models(decided)
+        elif not decided:
+            print("no decisions recorded")
+        for entry in [] if args.json else decided:
+            d = entry.decision
+            print(f"{entry.session_id} {d.tool_name} [{d.tool_call_id}] {decision_text(d)}")
+        return 0
     # from Temporal's visibility joined with the store: a waiting run is never missed
     found = await (await client_of(args)).waiting_approvals(args.agent)
     if args.json:

@@ -411,10 +411,10 @@ async function renderSession(sessionId) {
     return;
   }
   const header = view.header;
-  const decisions = h("table", {}, h("thead", {}, h("tr", {}, ["decided", "by", "call", "decision", "note"].map((t) => h("th", {}, t)))),
-    h("tbody", {}, (header.decisions || []).map((d) => h("tr", {}, h("td", {}, when(d.decidedAt)), h("td", {}, d.decidedBy || "—"),
-      h("td", {}, d.toolName), h("td", {}, h("span", { class: `badge ${d.approved ? "ok" : "bad"}` }, d.approved ? "approved" : "rejected"),
-        d.arguments ? " (edited arguments)" : ""), h("td", {}, d.note || "")))));
+  const decisions = h("table", {}, h("thead", {}, h("tr", {}, ["decided", "by", "call", "decision", "note", "why"].map((t) => h("th", {}, t)))),
+    h("tbody", {}, (header.decisions || []).map((d) => h("tr", {}, h("td", {}, when(d.decidedAt)), h("td", {}, decider(d)),
+      h("td", {}, d.toolName), h("td", {}, h("span", { class: `badge ${d.approved ? "ok" : "bad"}` }, verdict(d)),
+        d.arguments ? " (edited arguments)" : ""), h("td", {}, d.note || ""), h("td", {}, why(d))))));
   const events = h("div", { class: "events", id: "events" });
   const parts = [
     h("h1", {}, `Session ${sessionId}`),
@@ -513,18 +513,49 @@ async function renderDiff(params) {
 async function renderAudit() {
   const rows = h("tbody", {});
   show(h("h1", {}, "Decisions"), h("table", { id: "audit" },
-    h("thead", {}, h("tr", {}, ["decided", "by", "session", "call", "decision", "note"].map((t) => h("th", {}, t)))), rows));
+    h("thead", {}, h("tr", {}, ["decided", "by", "session", "call", "decision", "note", "why"].map((t) => h("th", {}, t)))), rows));
   try {
     const page = await api("api/decisions?limit=200");
     for (const e of page.items) {
       const d = e.decision;
-      rows.append(h("tr", {}, h("td", {}, when(d.decidedAt)), h("td", {}, d.decidedBy || "—"),
+      rows.append(h("tr", {}, h("td", {}, when(d.decidedAt)), h("td", {}, decider(d)),
         h("td", {}, h("a", { href: `#/session/${enc(e.sessionId)}` }, e.sessionId)), h("td", {}, d.toolName),
-        h("td", {}, h("span", { class: `badge ${d.approved ? "ok" : "bad"}` }, d.approved ? "approved" : "rejected")), h("td", {}, d.note || "")));
+        h("td", {}, h("span", { class: `badge ${d.approved ? "ok" : "bad"}` }, verdict(d))), h("td", {}, d.note || ""),
+        h("td", {}, why(d))));
     }
   } catch (e) {
-    rows.append(h("tr", {}, h("td", { class: "error", colspan: 6 }, e.message)));
+    rows.append(h("tr", {}, h("td", { class: "error", colspan: 7 }, e.message)));
   }
+}
+
+// Who or what decided a call (a person, a rule, a grant, the auto mode's evaluator, a timeout), and
+// under which policy version: nothing the policy approved is shown as if nobody had.
+function decider(d) {
+  const source = d.source || "person";
+  const by = {
+    "person": d.decidedBy || "—",
+    "deny-rule": `deny rule “${d.rule}”`,
+    "allow-rule": `allow rule “${d.rule}”`,
+    "approve-all": "policy: approve all",
+    "grant": `grant ${d.grantId}`,
+    "evaluator": `evaluator (${d.criteria}${d.evaluation && d.evaluation.confidence != null ? `, ${d.evaluation.confidence.toFixed(2)}` : ""})`,
+    "timeout": "timeout",
+  }[source] || source;
+  return d.policyVersion != null ? `${by} · policy v${d.policyVersion}` : by;
+}
+
+function verdict(d) {
+  if (d.approved) return "approved";
+  return ["person", "timeout", undefined, null].includes(d.source) ? "rejected" : "denied";
+}
+
+function why(d) {
+  const parts = [];
+  if (d.source && !["person", "timeout"].includes(d.source) && d.reason) parts.push(d.reason);
+  const ev = d.evaluation;
+  if (ev && !ev.decided && ev.escalated) parts.push(`evaluator left it to a person: ${ev.escalated}`);
+  if (d.grantCreated) parts.push(`made grant ${d.grantCreated}`);
+  return parts.join("; ");
 }
 
 // -- routing -----------------------------------------------------------------------------------
