@@ -349,3 +349,26 @@ async def test_the_approvals_audit_command_lists_policy_decisions_like_a_persons
         assert await cmd_approvals(args) == 0
     lines = [line for line in out.getvalue().splitlines() if line.startswith(sid)]
     assert "approved by hal" in lines[0] and "approved by allow rule 'small payments' under policy v1" in lines[1]
+
+
+async def test_the_client_and_the_cli_make_a_grant_with_an_approval(run_worker, store):
+    import argparse
+
+    from durable_agents.cli._common import UsageError
+    from durable_agents.cli.approvals import _grant
+
+    policy_agents.CALL_LOG.clear()
+    sid = session_id()
+    async with run_worker([policy_agents.payer]) as client:
+        paused = await client.send("payer", "100 200", session_id=sid)
+        done = await client.approve(sid, paused.approval_id, decided_by="ivy", grant={"scope": "tool", "maxUses": 1})
+    assert done.finish_reason == FinishReason.STOP and paid() == [100, 200]
+    assert [d.source for d in store.load(sid).decisions] == ["person", "grant"]
+
+    flags = {"grant": "agent", "grant_for": 600.0, "grant_uses": 3, "grant_when": None, "arguments": None}
+    made = _grant(argparse.Namespace(**flags))
+    assert made is not None and (made.scope, made.expires_in_seconds, made.max_uses) == ("agent", 600.0, 3)
+    with pytest.raises(UsageError, match="cannot go with --arguments"):
+        _grant(argparse.Namespace(**{**flags, "arguments": '{"amount_cents": 1}'}))
+    with pytest.raises(UsageError, match="go with --grant"):
+        _grant(argparse.Namespace(**{**flags, "grant": None}))

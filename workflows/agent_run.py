@@ -207,6 +207,9 @@ class AgentRunWorkflow:
             refusal = too_large(inp.approval) if inp.approval is not None else None
             if refusal is not None and workflow.patched(DECISION_SIZE_PATCH):
                 raise InvalidRunInput(f"AgentRun's approval is refused: {refusal.message}; nothing was decided")
+            problem = c.grant_problem(inp.approval, None) if inp.approval is not None else None
+            if problem is not None:  # (a grant is new: no older run has one)
+                raise InvalidRunInput(f"AgentRun's approval is refused: {problem}; nothing was decided")
         except InvalidRunInput as e:
             self._handoff = "failed"
             await workflow.wait_condition(workflow.all_handlers_finished)

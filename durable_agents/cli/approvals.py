@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 import getpass
+import json
 import time
 from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import Field
 
-from durable_agents.activities.contracts import PendingApproval, check_decision_size
+from durable_agents.activities.contracts import DecisionGrant, PendingApproval, check_decision_size
 from durable_agents.checkpoint.format import Decision, FormatModel, Message, Role, ToolCall
 from durable_agents.cli._common import (
     UsageError,
@@ -58,11 +59,26 @@ def register(sub: argparse._SubParsersAction) -> None:
     approve.add_argument(
         "--arguments", metavar="JSON", help="run the approved call with these arguments instead (a JSON object)"
     )
+    approve.add_argument(
+        "--grant",
+        choices=["session", "agent", "tool"],
+        help="approve and stop asking: also approve the calls of this tool to come, in this session, for this "
+        "agent in any session, or for any agent (a grant in the policy book; not with --arguments)",
+    )
+    approve.add_argument(
+        "--grant-for", type=float, metavar="SECONDS", help="with --grant: it expires SECONDS after the decision"
+    )
+    approve.add_argument("--grant-uses", type=int, metavar="N", help="with --grant: it approves N calls at most")
+    approve.add_argument(
+        "--grant-when",
+        metavar="JSON",
+        help='with --grant: argument conditions, e.g. \'[{"arg": "amount_cents", "op": "<=", "value": 5000}]\'',
+    )
     approve.set_defaults(func=cmd_decide)
 
     reject = sub.add_parser("reject", help="reject a session's pending tool call")
     _decision_args(reject)
-    reject.set_defaults(func=cmd_decide, reject=True, arguments=None)
+    reject.set_defaults(func=cmd_decide, reject=True, arguments=None, grant=None)
 
     approvals = sub.add_parser("approvals", help="list the tool calls waiting for a decision, across sessions")
     approvals.add_argument("--agent", help="only this agent's sessions")
@@ -124,6 +140,7 @@ async def cmd_decide(args: argparse.Namespace) -> int:
     if args.reject and args.arguments is not None:
         raise UsageError("--arguments overrides an approved call's arguments; it cannot go with --reject")
     arguments = parse_json_object(args.arguments, "--arguments") if args.arguments is not None else None
+    grant = _grant(args)
     # a decision crosses Temporal inline: one too large is refused here, before anything is sent
     check_decision_size(args.session, args.approval_id, arguments, args.note, args.by)
     client = await client_of(args)
@@ -146,19 +163,43 @@ async def cmd_decide(args: argparse.Namespace) -> int:
     by = decider(args.by)
     started = time.perf_counter()
     decided = client.approve(
-        args.session, approval_id, approved=not args.reject, note=args.note, arguments=arguments, decided_by=by
+        args.session,
+        approval_id,
+        approved=not args.reject,
+        note=args.note,
+        arguments=arguments,
+        decided_by=by,
+        grant=grant,
     )
     result = await wait_for(args, args.session, decided)
     if not args.json:
         who = f" by {by}" if by else ""
         note = f" with note {args.note!r}" if args.note else ""
         changed = f" and arguments {args.arguments}" if arguments is not None else ""
+        granted = f", granting {grant.scope}-wide (grant grant-{approval_id})" if grant is not None else ""
         print(
-            f"{verb} {pending.tool_name} [{pending.tool_call_id}]{inside} (approval {approval_id}){who}{note}{changed}\n"
+            f"{verb} {pending.tool_name} [{pending.tool_call_id}]{inside} (approval {approval_id})"
+            f"{who}{note}{changed}{granted}\n"
         )
     start = turn if turn is not None else _turn_start(result.messages, pending.tool_call_id)
     await print_outcome(args, result, start=start, started=started)
     return 0
+
+
+def _grant(args: argparse.Namespace) -> DecisionGrant | None:
+    """The grant ``approve --grant …`` asks for (None without ``--grant``)."""
+    scope = getattr(args, "grant", None)
+    if scope is None:
+        if any(getattr(args, flag, None) is not None for flag in ("grant_for", "grant_uses", "grant_when")):
+            raise UsageError("--grant-for, --grant-uses and --grant-when go with --grant session|agent|tool")
+        return None
+    if args.arguments is not None:
+        raise UsageError("--grant approves calls as the model makes them: it cannot go with --arguments")
+    when = json.loads(args.grant_when) if args.grant_when else []
+    try:
+        return DecisionGrant(scope=scope, expires_in_seconds=args.grant_for, max_uses=args.grant_uses, when=when)
+    except ValueError as e:
+        raise UsageError(f"--grant: {e}") from None
 
 
 class DecidedCall(FormatModel):

@@ -42,6 +42,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agents.activities.contracts import (
     ApprovalDecision,
+    DecisionGrant,
     ForkSessionInput,
     ForkSessionOutput,
     MigrateSessionInput,
@@ -49,6 +50,7 @@ from durable_agents.activities.contracts import (
     PendingApproval,
     check_decision_size,
     edited_arguments_problem,
+    grant_problem,
 )
 from durable_agents.activities.policies import ClearPolicyRequest, PolicyTarget
 from durable_agents.checkpoint.approval_grants import Grant, GrantKind
@@ -501,8 +503,14 @@ class AgentClient:
         note: str | None = None,
         arguments: dict | None = None,
         decided_by: str | None = None,
+        grant: DecisionGrant | Mapping[str, Any] | None = None,
     ) -> RunResult:
         """Decide the session's pending approval; return the run's next pause or its end.
+
+        ``grant`` ("approve and stop asking", e.g. ``{"scope": "session", "expiresInSeconds":
+        600, "maxUses": 5}``): the approval also makes a grant in the policy book, so the
+        calls like this one to come are approved without asking (docs/how-to/approval-policies.md).
+        Only with ``approved=True`` and no edited ``arguments`` (else ``InvalidDecisionError``).
 
         The decision goes to the live run as a validated update; if the run's
         workflow is no longer open (it was terminated, say), a new run resumes
@@ -534,6 +542,7 @@ class AgentClient:
                 note=note,
                 arguments=arguments,
                 decided_by=decided_by,
+                grant=DecisionGrant.model_validate(grant) if isinstance(grant, Mapping) else grant,
             )
             if live:
                 return await self._await(session_id, "decide", decision)  # the run checks the decision
@@ -542,16 +551,18 @@ class AgentClient:
                 # a sub-agent's run closed with its parent's: the parent's next run brings the decision
                 return await self.approve(
                     pending.parent_session_id, pending.approval_id, approved=approved, note=note,
-                    arguments=arguments, decided_by=decided_by,
+                    arguments=arguments, decided_by=decided_by, grant=grant,
                 )  # fmt: skip
             return await self._start_for_outcome(pending.agent, [], session_id=session_id, approval=decision)
 
     def _check_edit(self, session_id: str, pending: PendingApproval, decision: ApprovalDecision) -> None:
         """Edited arguments for a session whose run closed must fit the tool's recorded schema,
         as the live run's ``decide`` requires."""
-        header = self.store.load_header(session_id) if decision.arguments is not None else None
+        checked = decision.arguments is not None or decision.grant is not None
+        header = self.store.load_header(session_id) if checked else None
         tools = header.run_config.tools if header is not None and header.run_config is not None else []
-        problem = edited_arguments_problem(decision, next((t for t in tools if t.name == pending.tool_name), None))
+        spec = next((t for t in tools if t.name == pending.tool_name), None)
+        problem = edited_arguments_problem(decision, spec) or grant_problem(decision, spec)
         if problem is not None:
             raise InvalidDecisionError(session_id, pending.approval_id, problem)
 
