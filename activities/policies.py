@@ -20,11 +20,11 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 from temporalio import activity
 
 from durable_agents.activities.deps import ActivityDeps
-from durable_agents.agent.agent import Agent
+from durable_agents.agent.agent import Agent, is_agent_name
 from durable_agents.checkpoint._format_model import FormatModel
 from durable_agents.checkpoint.approval_policy import ApprovalPolicy, check_policy_against_tools
 from durable_agents.checkpoint.errors import ConfigurationError
@@ -78,6 +78,13 @@ class PolicyTarget(_Strict):
 
     agent: str | None = Field(default=None, min_length=1, max_length=200)
     session_id: str | None = Field(default=None, min_length=1, max_length=900)
+
+    @field_validator("agent")
+    @classmethod
+    def _an_agent_name(cls, agent: str | None) -> str | None:
+        if agent is not None and not is_agent_name(agent):
+            raise ValueError(f"{agent!r} is not an agent name (letters, digits, '_', '.', '-'; at most 64)")
+        return agent
 
     @model_validator(mode="after")
     def _names_one(self) -> PolicyTarget:

@@ -33,7 +33,7 @@ from durable_agents.activities.policies import (
     agent_tool_schemas,
     checked_policy,
 )
-from durable_agents.agent.agent import Agent
+from durable_agents.agent.agent import Agent, is_agent_name
 from durable_agents.checkpoint.approval_grants import Grant, GrantKind, GrantScope
 from durable_agents.checkpoint.approval_policy import ApprovalPolicy, ArgumentCondition, check_conditions
 from durable_agents.checkpoint.errors import ConfigurationError
@@ -79,6 +79,10 @@ def scope_of(agent: str | None, session_id: str | None) -> PolicyScope:
     """The scope named by exactly one of ``agent`` and ``session_id``."""
     if (agent is None) == (session_id is None):
         raise ConfigurationError("name the policy's agent (agent=...) or its session (session_id=...), one of them")
+    if session_id is not None and not session_id:
+        raise ConfigurationError("a session id is not empty")
+    if agent is not None and not is_agent_name(agent):
+        raise ConfigurationError(f"{agent!r} is not an agent name (letters, digits, '_', '.', '-'; at most 64)")
     return PolicyScope.of_agent(agent) if agent is not None else PolicyScope.of_session(str(session_id))
 
 

@@ -39,6 +39,7 @@ from durable_agents.errors import DurableAgentsError
 from durable_agents.web.api import DECIDE_WAIT_SECONDS, Api, HttpError, _body, error_of
 from durable_agents.web.auth import AuthSettings, Identity, LoginThrottle, Role, TokenFile, is_loopback, roles_of
 from durable_agents.web.openapi import openapi_spec
+from durable_agents.web.policies import policy_routes
 from durable_agents.web.views import LoginBody
 from durable_agents.web.webhooks import WebhookNotifier
 
@@ -344,6 +345,7 @@ def create_app(
         SessionRoute("events", e(api.events)),
         SessionRoute("fork", e(api.fork, Role.OPERATOR), methods=["POST"]),
         SessionRoute(None, e(api.session)),
+        *policy_routes(client, e),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
 

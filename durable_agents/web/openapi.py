@@ -10,8 +10,11 @@ from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from durable_agents.activities.contracts import MAX_DECISION_BYTES
+from durable_agents.checkpoint.approval_grants import Grant
 from durable_agents.checkpoint.compare import TrajectoryComparison
+from durable_agents.checkpoint.policy_book import StoredPolicy
 from durable_agents.web.api import MAX_BODY_DEPTH
+from durable_agents.web.policies import GrantBody, GrantPage, PolicyBody, PolicyChangePage, RevokedGrant
 from durable_agents.web.views import (
     ApprovalDetail,
     ApprovalPage,
@@ -38,8 +41,8 @@ RESPONSES: list[type[BaseModel]] = [
     Transcript,
     ForkView,
 ]
-RESPONSES += [TrajectoryComparison, Problem]
-BODIES: list[type[BaseModel]] = [DecisionBody, ForkBody, LoginBody]
+RESPONSES += [TrajectoryComparison, Problem, StoredPolicy, PolicyChangePage, GrantPage, Grant, RevokedGrant]
+BODIES: list[type[BaseModel]] = [DecisionBody, ForkBody, LoginBody, PolicyBody, GrantBody]
 
 
 def _ref(model: type) -> dict[str, str]:
@@ -106,6 +109,92 @@ def _post(summary: str, body: type, model: type, ok: int, parameters: list[dict[
             "requestBody": {"required": True, "content": {"application/json": {"schema": _ref(body)}}},
             "responses": {str(ok): _json(model, summary), **_problems(*codes)},
         }
+    }
+
+
+def _problem(code: int, description: str) -> dict[str, Any]:
+    return {str(code): _json(Problem, description)}
+
+
+def _policy_paths() -> dict[str, Any]:
+    """``/api/policies/…`` and ``/api/grants`` (durable_agents/web/policies.py)."""
+    conflict = _problem(409, "another change came first: the policy is not at expectedVersion (nothing changed)")
+    no_worker = _problem(504, "no worker serving the agent answered in time (code NO_WORKER): nothing changed")
+    refused = _problem(400, "malformed, or the policy does not fit the agent's tools (code CONFIGURATION_ERROR)")
+    invalid = _problem(422, "the body does not fit (a policy with a field the format does not know included)")
+    expected = _query("expectedVersion", "the version read (0: none set)", {"type": "integer", "minimum": 0})
+
+    def scoped(kind: str, parameter: dict[str, Any]) -> dict[str, Any]:
+        read = _get(f"The {kind}'s approval policy now (version 0: never set)", StoredPolicy, [parameter], *READ)
+        body = {"required": True, "content": {"application/json": {"schema": _ref(PolicyBody)}}}
+        changed = _json(StoredPolicy, "the stored policy")
+        return {
+            **read,
+            "put": {
+                "summary": f"Set the {kind}'s approval policy, checked against the agent's tools (role operator)",
+                "parameters": [parameter],
+                "requestBody": body,
+                "responses": {"200": changed, **_problems(*READ), **refused, **conflict, **invalid, **no_worker},
+            },
+            "delete": {
+                "summary": f"Remove the {kind}'s approval policy (audited, the next version; role operator)",
+                "parameters": [parameter, expected],
+                "responses": {"200": changed, **_problems(*READ), **refused, **conflict, **no_worker},
+            },
+        }
+
+    agent = {"name": "agent", "in": "path", "required": True, "description": "the agent's name",
+             "schema": {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_.-]{0,63}$"}}  # fmt: skip
+    grant = {"name": "grant_id", "in": "path", "required": True, "description": "the grant's id",
+             "schema": {"type": "string", "minLength": 1}}  # fmt: skip
+    forbidden = _problem(403, "not an approver, or the grant is wider than the calls the approver may decide")
+    return {
+        "/api/policies/agents/{agent}": scoped("agent", agent),
+        "/api/policies/sessions/{session_id}": scoped("session", SESSION),
+        "/api/policies/changes": _get(
+            "The audit of policy changes (who, when, old -> new version), newest first",
+            PolicyChangePage,
+            [
+                _query("agent", "only this agent's policy", {"type": "string"}),
+                _query("session", "only this session's policy", {"type": "string"}),
+                _query("limit", "at most this many (100)", {"type": "integer", "minimum": 1, "maximum": 10000}),
+            ],
+            *READ,
+        ),
+        "/api/grants": {
+            **_get(
+                "Grants that apply to an agent's / a session's / a tool's calls, newest first",
+                GrantPage,
+                [
+                    _query("agent", "this agent's grants and every agent's", {"type": "string"}),
+                    _query("session", "this session's grants and those of no one session", {"type": "string"}),
+                    _query("tool", "only this tool's", {"type": "string"}),
+                    _query("live", "only those live now", {"type": "boolean"}),
+                ],
+                *READ,
+            ),
+            **_post(
+                "Approve a tool's calls without asking, in a session, an agent or every agent (role approver, "
+                "within what the approver may decide)",
+                GrantBody,
+                Grant,
+                201,
+                [],
+                400,
+                401,
+                403,
+                404,
+                422,
+                429,
+            ),
+        },
+        "/api/grants/{grant_id}": {
+            "delete": {
+                "summary": "Revoke a grant: it approves no call from now on (role approver, within its scope)",
+                "parameters": [grant],
+                "responses": {"200": _json(RevokedGrant, "the grant, revoked"), **_problems(*READ), **forbidden},
+            }
+        },
     }
 
 
@@ -229,6 +318,7 @@ def openapi_spec() -> dict[str, Any]:
             *READ,
         ),
     }
+    paths.update(_policy_paths())
     for path in paths.values():
         for operation in path.values():
             operation["security"] = [{"token": []}, {"cookie": []}]
