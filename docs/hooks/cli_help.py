@@ -32,4 +32,6 @@ def on_page_markdown(markdown: str, page: Any, **kwargs: Any) -> str:
     parts = ["## durable-agents", "", "```text", _help(parser), "```", ""]
     for name, sub in _commands(parser):
         parts += [f"## {name}", "", "```text", _help(sub), "```", ""]
+        for child, subsub in _commands(sub):  # a command's own sub-commands: `policy set`, `grants add`
+            parts += [f"### {name} {child}", "", "```text", _help(subsub), "```", ""]
     return markdown.replace(MARKER, "\n".join(parts))
