@@ -69,6 +69,7 @@ TOUR = [
         "how-to/providers.md",
         "how-to/context.md",
         "how-to/multimodal.md",
+        "how-to/approval-policies.md",
         "how-to/structured-output.md",
         "how-to/mcp.md",
         "how-to/hooks.md",
@@ -363,6 +364,9 @@ def check_tour(trace: dict, stdout: str, store_path: Path) -> None:
     assert names["made"]["session_id"] == "chat-42.fork-2"
     assert names["cmp"]["diverged_at"] == 2 and names["cmp"]["drift"]["step_count"] == {"a": 5, "b": 1}
     assert "\n2 a=5 b=1\n" in stdout, stdout
+    # how-to/approval-policies.md: a rule, a grant, the auto mode's evaluator decided the deposits
+    assert "\nallow-rule small-deposits True\n" in stdout, stdout
+    assert "\nTrue 1\n" in stdout and "\nstop approve 0.95\n" in stdout, stdout
     # the plain-temporalio worker
     assert (trace["plain"]["session_id"], trace["plain"]["finish_reason"]) == ("chat-43", "stop")
     check_team(trace, stdout, store_path)
@@ -378,6 +382,7 @@ def check_tour(trace: dict, stdout: str, store_path: Path) -> None:
         charges = [
             result
             for summary in store.list_sessions()
+            if not summary.session_id.startswith("policy-")  # how-to/approval-policies.md's own deposits
             for name, result in tool_results(store, summary.session_id)
             if name == "charge_card"
         ]
