@@ -208,13 +208,18 @@ def recorded_decisions(
     """Every decision the store's sessions record (``agent``'s only, when named; those made at
     or after ``since``, when given), session by session, each with its call's arguments.
 
-    A decision whose call is not in its session's transcript (a fork that rewrote the
+    Decisions the approval policy made (a rule, a grant, the evaluator) are left out: a
+    backtest compares a policy with people. A decision whose call is not in its session's transcript (a fork that rewrote the
     messages before it) is left out: its arguments are unknown."""
     for summary in store.list_sessions(agent=agent):
         header = store.load_header(summary.session_id)
         if header is None or not header.decisions:
             continue
-        wanted = [d for d in header.decisions if since is None or _aware(d.decided_at) >= _aware(since)]
+        wanted = [
+            d
+            for d in header.decisions
+            if (since is None or _aware(d.decided_at) >= _aware(since)) and _by_a_person_or_timeout(d)
+        ]
         if not wanted:
             continue
         messages = store.load_messages(header.session_id, 0, header.message_count)
@@ -222,6 +227,12 @@ def recorded_decisions(
             call = _decided_call(messages, decision)
             if call is not None:
                 yield recorded_decision(header.agent or "", header.session_id, decision, call)
+
+
+def _by_a_person_or_timeout(decision: Decision) -> bool:
+    """A decision a backtest compares with: a person's or a timeout's, not one a policy made
+    (a rule, a grant, the evaluator: ``source``), which would only agree with itself."""
+    return decision.source in (None, "person", "timeout")
 
 
 def _decided_call(messages: Sequence[Message], decision: Decision) -> ToolCall | None:

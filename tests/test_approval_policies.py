@@ -372,3 +372,15 @@ async def test_the_client_and_the_cli_make_a_grant_with_an_approval(run_worker, 
         _grant(argparse.Namespace(**{**flags, "arguments": '{"amount_cents": 1}'}))
     with pytest.raises(UsageError, match="go with --grant"):
         _grant(argparse.Namespace(**{**flags, "grant": None}))
+
+
+async def test_a_backtest_compares_with_peoples_decisions_only(run_worker, store):
+    from durable_agents.checkpoint.policy_backtest import recorded_decisions
+
+    set_policy(store, {"allow": [SMALL]})
+    sid = session_id()
+    async with run_worker([policy_agents.payer]) as client:
+        paused = await client.send("payer", "100 9000", session_id=sid)  # 100 by the rule, 9000 by a person
+        await client.reject(sid, paused.approval_id, decided_by="jo")
+    recorded = [r for r in recorded_decisions(store, agent="payer") if r.call.session_id == sid]
+    assert [(r.call.arguments["amount_cents"], r.decided_by, r.approved) for r in recorded] == [(9000, "jo", False)]
