@@ -38,18 +38,31 @@ async def pay(args: PayArgs, ctx: ToolContext) -> dict:
     return {"paid": args.amount_cents, "key": ctx.idempotency_key}
 
 
-def _payments(messages: list[Message]) -> ScriptedTurn:
-    last = messages[-1]
-    if last.role == Role.USER:
-        amounts = [int(word) for word in (last.content or "").split() if word.isdigit()]
-        return ScriptedTurn(tool_calls=[ScriptedToolCall(name="pay", arguments={"amount_cents": a}) for a in amounts])
-    return ScriptedTurn(text="Paid.")
+@tool(needs_approval=True, approval_timeout=1)
+async def pay_soon(args: PayArgs, ctx: ToolContext) -> dict:
+    """Pay someone (gated; nobody deciding within a second rejects it)."""
+    CALL_LOG.append((ctx.tool_call_id, args.model_dump()))
+    return {"paid": args.amount_cents}
 
 
-register_script("payments", _payments)
+def _payments_with(tool_name: str):
+    def play(messages: list[Message]) -> ScriptedTurn:
+        last = messages[-1]
+        if last.role == Role.USER:
+            amounts = [int(word) for word in (last.content or "").split() if word.isdigit()]
+            calls = [ScriptedToolCall(name=tool_name, arguments={"amount_cents": a}) for a in amounts]
+            return ScriptedTurn(tool_calls=calls)
+        return ScriptedTurn(text="Paid.")
+
+    return play
+
+
+register_script("payments", _payments_with("pay"))
+register_script("payments-soon", _payments_with("pay_soon"))
 payer = Agent(name="payer", model="scripted:payments", tools=[pay])
+hasty = Agent(name="hasty", model="scripted:payments-soon", tools=[pay_soon])
 
-ALL = [payer]
+ALL = [payer, hasty]
 
 
 # -- evaluators (``python: "tests.policy_agents:<name>"``) ---------------------------------------

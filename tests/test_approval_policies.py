@@ -384,3 +384,47 @@ async def test_a_backtest_compares_with_peoples_decisions_only(run_worker, store
         await client.reject(sid, paused.approval_id, decided_by="jo")
     recorded = [r for r in recorded_decisions(store, agent="payer") if r.call.session_id == sid]
     assert [(r.call.arguments["amount_cents"], r.decided_by, r.approved) for r in recorded] == [(9000, "jo", False)]
+
+
+async def test_an_approval_timeout_is_recorded_as_the_timeouts_decision(run_worker, store):
+    policy_agents.CALL_LOG.clear()
+    sid = session_id()
+    async with run_worker([policy_agents.hasty]) as client:
+        await client.send("hasty", "100", session_id=sid)
+        done = await client.result(sid)
+    assert done.finish_reason == FinishReason.STOP and paid() == []
+    [decision] = store.load(sid).decisions
+    assert (decision.source, decision.approved, decision.decided_by) == ("timeout", False, None)
+    assert "timed out" in decision.reason
+
+
+async def test_deciding_again_answers_what_was_recorded_and_takes_no_second_use(run_worker, store):
+    """The policy's activity retried (a worker lost after it recorded, before Temporal knew):
+    it answers the decision it recorded, whatever the policy and grants say now."""
+    from durable_agents.activities.approval_policy import DecideByPolicyInput, PolicyDecisionActivities
+    from durable_agents.activities.deps import ActivityDeps
+    from durable_agents.checkpoint.format import ToolCall
+
+    sid = session_id()
+    async with run_worker([policy_agents.payer]) as client:
+        paused = await client.send("payer", "100", session_id=sid)  # no policy yet: it waits
+        add_grant(store, "g-retry", max_uses=5)
+        deps = ActivityDeps(store=store, agents={"payer": policy_agents.payer})
+        header = store.load(sid)
+        turn = next(i for i, m in enumerate(header.messages) if m.tool_calls)
+        call = ToolCall(id=header.messages[turn].tool_calls[0].id, name="pay")
+        inp = DecideByPolicyInput(
+            session_id=sid, agent="payer", approval_id="retry-1", call=call, batch_start=turn + 1,
+            batch=[call.id], index=0, turn_position=turn,
+        )  # fmt: skip
+        decide = PolicyDecisionActivities(deps)._decide
+        first = decide(inp)
+        policy_book_for(store).revoke_grant("g-retry", by="ops", now=now())
+        set_policy(store, {"deny": [{"name": "all", "tools": ["pay"]}]})
+        again = decide(inp)
+        assert first.verdict.source == again.verdict.source == "grant"
+        assert again.verdict.grant_id == "g-retry" and first.recorded_through == again.recorded_through
+        assert policy_book_for(store).get_grant("g-retry").uses == 1
+        assert [d.approval_id for d in store.load(sid).decisions] == ["retry-1"]
+        await client.cancel(sid)
+    assert paused.approval_id != "retry-1"
