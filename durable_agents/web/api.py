@@ -47,7 +47,7 @@ from durable_agents.errors import (
     SessionAwaitingApprovalError,
     SessionBusyError,
 )
-from durable_agents.web.auth import Identity
+from durable_agents.web.auth import Identity, grant_refusal
 from durable_agents.web.views import (
     ApprovalDetail,
     ApprovalItem,
@@ -332,6 +332,17 @@ class Api:
                 "ARGUMENTS_CHANGED",
                 "the call's arguments are not the ones you saw: reload it and decide again",
             )
+        if body.grant is not None:
+            if not body.approved or body.arguments is not None:
+                raise HttpError(
+                    422,
+                    "INVALID_BODY",
+                    "a grant comes with an approval of the arguments shown, never a rejection or edits",
+                )
+            agent = pending.subagent_agent or pending.agent
+            refused = grant_refusal(identity, body.grant.scope, agent, pending.tool_name)
+            if refused:
+                raise HttpError(403, "FORBIDDEN", refused)
         decided = asyncio.ensure_future(
             self.client.approve(
                 session_id,
@@ -340,6 +351,7 @@ class Api:
                 note=body.note,
                 arguments=body.arguments,
                 decided_by=identity.name,
+                grant=body.grant,
             )
         )
         outcome = None

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
+from typing import Literal
 
 from durable_agents.errors import ConfigurationError
 
@@ -75,6 +76,28 @@ class Identity:
             "tools": sorted(self.tools) if self.tools is not None else None,
             "via": self.via,
         }
+
+
+def grant_refusal(
+    identity: Identity, kind: str, agent: str | None, tool: str, *, verb: Literal["make", "revoke"] = "make"
+) -> str | None:
+    """Why ``identity`` may not make (or revoke) such a grant, or None: a grant never widens
+    what the approver may decide. A ``tool`` grant covers every agent: it needs an approver
+    not limited to some agents."""
+    if Role.APPROVER not in identity.roles:
+        return f"{identity.name} is not an approver: only approvers {verb} grants"
+    if identity.tools is not None and tool not in identity.tools:
+        return f"{identity.name} may not decide calls of {tool}, so may not {verb} grants for them"
+    if kind == "tool":
+        if identity.agents is not None:
+            return (
+                f"{identity.name} decides the calls of {', '.join(sorted(identity.agents))} only: a tool grant "
+                "holds for every agent; grant for an agent or a session instead"
+            )
+        return None
+    if identity.agents is not None and agent not in identity.agents:
+        return f"{identity.name} may not decide {agent}'s calls, so may not {verb} grants for them"
+    return None
 
 
 def roles_of(names: Iterable[str]) -> frozenset[Role]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import Field
 from starlette.requests import Request
@@ -29,7 +29,7 @@ from durable_agents.checkpoint.policy_book import PolicyChange, StoredPolicy
 from durable_agents.client import AgentClient
 from durable_agents.client.policies import PolicyAdmin
 from durable_agents.web.api import HttpError, _body, _query_number, model_response
-from durable_agents.web.auth import Identity, Role
+from durable_agents.web.auth import Identity, Role, grant_refusal
 from durable_agents.web.views import Body
 
 __all__ = [
@@ -207,28 +207,6 @@ class PolicyEndpoints:
             raise HttpError(403, "FORBIDDEN", refused)
         revocation = await self._read(self.admin.revoke_grant, grant_id, by=identity.name)
         return model_response(RevokedGrant(grant=revocation.grant, revoked=revocation.revoked))
-
-
-def grant_refusal(
-    identity: Identity, kind: str, agent: str | None, tool: str, *, verb: Literal["make", "revoke"] = "make"
-) -> str | None:
-    """Why ``identity`` may not make (or revoke) such a grant, or None: a grant never widens
-    what the approver may decide. A ``tool`` grant covers every agent: it needs an approver
-    not limited to some agents."""
-    if Role.APPROVER not in identity.roles:
-        return f"{identity.name} is not an approver: only approvers {verb} grants"
-    if identity.tools is not None and tool not in identity.tools:
-        return f"{identity.name} may not decide calls of {tool}, so may not {verb} grants for them"
-    if kind == "tool":
-        if identity.agents is not None:
-            return (
-                f"{identity.name} decides the calls of {', '.join(sorted(identity.agents))} only: a tool grant "
-                "holds for every agent; grant for an agent or a session instead"
-            )
-        return None
-    if identity.agents is not None and agent not in identity.agents:
-        return f"{identity.name} may not decide {agent}'s calls, so may not {verb} grants for them"
-    return None
 
 
 def policy_routes(client: AgentClient, endpoint: Callable[..., Any]) -> list[Route]:

@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from durable_agents.activities.contracts import PendingApproval
+from durable_agents.activities.contracts import DecisionGrant, PendingApproval
 from durable_agents.checkpoint.format import (
     CheckpointHeader,
     CheckpointStatus,
@@ -97,6 +97,10 @@ class DecisionBody(Body):
     note: str | None = Field(default=None, max_length=10_000)
     arguments: dict[str, Any] | None = None
     """Approve with these arguments instead of the model's (checked against the tool's schema)."""
+    grant: DecisionGrant | None = None
+    """Approve and stop asking: also approve this tool's calls to come, in this session, for this
+    agent or for every agent (``scope``), for ``expiresInSeconds``, at most ``maxUses`` times;
+    only with an approval of the arguments shown, never wider than what the approver may decide."""
 
 
 class DecisionView(FormatModel):

@@ -5,8 +5,10 @@ revoke grants only within what they may decide, malformed bodies are refused."""
 
 from __future__ import annotations
 
+import uuid
 from urllib.parse import quote
 
+import httpx
 import pytest
 
 from tests.web.agents import PAYER
@@ -93,3 +95,31 @@ async def test_grants_never_widen_what_the_approver_may_decide(served: Served) -
         live = (await http.get("/api/grants", params={"session": sid, "live": "true"})).json()["grants"]
         assert [g for g in live if g["scope"].get("sessionId") == sid] == []
         assert (await http.delete("/api/grants/g-none")).status_code == 404
+
+
+async def test_approve_and_stop_asking_from_the_decision_endpoint(served: Served) -> None:
+    from durable_agents.web import TokenFile
+
+    token = TokenFile(served.folder / "tokens.json").add(f"pia-{uuid.uuid4().hex[:6]}", ["approver"], agents=[PAYER])
+    sid = await served.waiting(prefix="stop-asking")
+    async with served.http("alice") as http:
+        detail = (await http.get(f"/api/sessions/{sid}/approval")).json()
+    decision = {"approvalId": detail["approvalId"], "approved": True, "argumentsDigest": detail["argumentsDigest"]}
+    async with httpx.AsyncClient(base_url=served.url, headers={"Authorization": f"Bearer {token}"}, timeout=60) as pia:
+        wide = await pia.post(f"/api/sessions/{sid}/decision", json={**decision, "grant": {"scope": "tool"}})
+        assert wide.status_code == 403 and "every agent" in wide.json()["message"], wide.text
+        rejected = await pia.post(
+            f"/api/sessions/{sid}/decision", json={**decision, "approved": False, "grant": {"scope": "agent"}}
+        )
+        assert rejected.status_code == 422, rejected.text
+        made = await pia.post(
+            f"/api/sessions/{sid}/decision", json={**decision, "grant": {"scope": "agent", "maxUses": 1}}
+        )
+        assert made.status_code == 200, made.text
+    grants = [g for g in served.client.grants(agent=PAYER) if g.approval_id == detail["approvalId"]]
+    assert len(grants) == 1 and grants[0].max_uses == 1 and grants[0].scope.kind == "agent"
+    # the next session's same call is approved by the grant, the one after asks again (used up)
+    approved = await served.client.send(PAYER, "Pay ACME 42.00", session_id=served.session("granted"))
+    assert approved.finish_reason == "stop", approved
+    asks = await served.waiting(prefix="asks-again")
+    assert served.store.load_header(asks).status == "awaiting-approval"

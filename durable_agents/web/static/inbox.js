@@ -317,8 +317,22 @@ async function renderApproval(sessionId) {
   const note = h("textarea", { id: "note", placeholder: "a note the model sees (optional)" });
   const form = argumentsForm(detail);
   const buttons = [];
+  // "Approve and stop asking": the approval also grants the calls like this one to come (never
+  // with edited arguments; the server refuses a grant wider than what this approver may decide)
+  const grantScope = h("select", { id: "grant-scope" },
+    h("option", { value: "" }, "this call only"),
+    h("option", { value: "session" }, "and stop asking in this session"),
+    h("option", { value: "agent" }, `and stop asking for ${detail.subagentAgent || detail.agent} (any session)`),
+    h("option", { value: "tool" }, `and stop asking for ${detail.toolName} (every agent)`));
+  const grantFor = h("select", { id: "grant-for" },
+    h("option", { value: "600" }, "for 10 minutes"), h("option", { value: "3600" }, "for 1 hour"),
+    h("option", { value: "86400" }, "for 1 day"), h("option", { value: "" }, "until revoked"));
   const decide = async (approved, edited) => {
     error.textContent = "";
+    if (approved && edited && grantScope.value) {
+      error.textContent = "Not sent: a grant approves calls as the model makes them, never edited arguments.";
+      return;
+    }
     let args;
     if (edited) {
       try {
@@ -338,9 +352,13 @@ async function renderApproval(sessionId) {
       const body = { approvalId: detail.approvalId, approved, argumentsDigest: detail.argumentsDigest };
       if (note.value.trim()) body.note = note.value.trim();
       if (edited) body.arguments = args;
+      if (approved && grantScope.value) {
+        body.grant = { scope: grantScope.value, expiresInSeconds: grantFor.value ? Number(grantFor.value) : null };
+      }
       const result = await api(`api/sessions/${enc(sessionId)}/decision`, { method: "POST", body });
       const next = result.outcome ? `the run's next outcome: ${result.outcome.finishReason}` : "the run goes on";
-      done.textContent = `${approved ? "Approved" : "Rejected"} by ${result.decision.decidedBy}; ${next}.`;
+      const granted = body.grant ? ` Calls like it are approved without asking (${grantScope.selectedOptions[0].textContent.replace("and stop asking ", "")}, ${grantFor.selectedOptions[0].textContent}).` : "";
+      done.textContent = `${approved ? "Approved" : "Rejected"} by ${result.decision.decidedBy}; ${next}.${granted}`;
     } catch (e) {
       error.textContent = e.status === 409 ? `Not decided: ${e.message}` : e.message;
       if (e.status === 422 || e.status === 403) buttons.forEach((b) => { b.disabled = false; });
@@ -349,7 +367,7 @@ async function renderApproval(sessionId) {
   const approve = h("button", { type: "button", class: "approve", id: "approve", onclick: () => decide(true, !form.element.hidden) }, "Approve");
   const edit = h("button", { type: "button", id: "edit", onclick: () => { form.element.hidden = !form.element.hidden; approve.textContent = form.element.hidden ? "Approve" : "Approve with these arguments"; } }, "Edit arguments");
   const reject = h("button", { type: "button", class: "reject", id: "reject", onclick: () => decide(false, false) }, "Reject");
-  buttons.push(approve, edit, reject);
+  buttons.push(approve, edit, reject, grantScope, grantFor);
   if (!detail.mayDecide) buttons.forEach((b) => { b.disabled = true; });
   const waited = h("span", {}, `waiting ${ago(detail.requestedAt)}`);
   show(
@@ -368,6 +386,7 @@ async function renderApproval(sessionId) {
     detail.mayDecide ? null : h("p", { class: "error" }, `${me.name} may not decide this call (viewer, or another agent's or tool's approver).`),
     form.element,
     h("label", { for: "note" }, "Note"), note,
+    h("div", { class: "grant", id: "grant" }, h("label", { for: "grant-scope" }, "Approve"), grantScope, grantFor),
     h("div", { class: "actions" }, approve, edit, reject),
     error, done,
     h("h2", {}, "The conversation that led to it"),
