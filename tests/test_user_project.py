@@ -1,17 +1,16 @@
 """A Temporal application laid out like Temporal's samples (its own ``activities.py``
 and ``workflows/`` package) imports durable-agents, builds a worker and runs an
 agent: in-process, and through ``durable-agents worker --agent``, from the
-editable install (``make``'s) and from a wheel installed into a fresh venv.
+editable install (``make``'s) and from the wheel installed into a fresh venv
+(tests/installed_wheel.py; tests/test_wheel.py checks that install's contents).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import subprocess
 import sys
-import sysconfig
 import textwrap
 from pathlib import Path
 
@@ -87,67 +86,23 @@ def address_of(env: WorkflowEnvironment) -> str:
     return env.client.service_client.config.target_host
 
 
-def wheel_venv(base: Path) -> Path:
-    """A fresh venv with our wheel installed (dependencies borrowed from this venv)."""
-    source = base / "source"
-    listed = subprocess.run(
-        ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    files = listed.stdout.split()
-    for name in files:
-        if (ROOT / name).is_file():
-            (source / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, source / name)
-    dist = base / "dist"
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(dist), str(source)],
-        check=True,
-        capture_output=True,
-        timeout=600,
-    )
-    venv = base / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
-    python = venv / "bin" / "python"
-    own_site = subprocess.run(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    # A plain path line: this venv's dependencies, without its editable durable_agents finder.
-    (Path(own_site) / "borrowed_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    wheel = next(dist.glob("durable_agents-*.whl"))
-    subprocess.run(
-        [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-deps", str(wheel)],
-        check=True,
-        capture_output=True,
-        timeout=600,
-    )
-    return venv
-
-
 class Installs:
-    """Where each install's ``python`` and ``durable-agents`` live (the wheel is built once)."""
+    """Where each install's ``python`` and ``durable-agents`` live: the checkout's editable
+    install, or the wheel installed into a fresh venv (the session's ``installed`` fixture,
+    tests/installed_wheel.py, built once and only when a test asks for it)."""
 
-    def __init__(self, base: pytest.TempPathFactory) -> None:
-        self._base = base
-        self._wheel: Path | None = None
+    def __init__(self, request: pytest.FixtureRequest) -> None:
+        self._request = request
 
     def __getitem__(self, install: str) -> Path:
         if install == "editable":
             return Path(sys.executable).parent
-        if self._wheel is None:
-            self._wheel = wheel_venv(self._base.mktemp("wheel")) / "bin"
-        return self._wheel
+        return self._request.getfixturevalue("installed").bin
 
 
-@pytest.fixture(scope="module")
-def bins(tmp_path_factory: pytest.TempPathFactory) -> Installs:
-    return Installs(tmp_path_factory)
+@pytest.fixture
+def bins(request: pytest.FixtureRequest) -> Installs:
+    return Installs(request)
 
 
 def app_env(project: Path) -> dict[str, str]:
