@@ -1,17 +1,20 @@
-"""An approval policy set with Temporal's own CLI (issue 42): ``temporal workflow
-execute-update-with-start`` of the ``ApprovalPolicies`` workflow's ``set_policy`` update, as the
-wire contract page shows it, against a worker serving the agent: kept in the store's policy
+"""An approval policy set from clients this project did not write (issue 42): Temporal's own CLI
+(``temporal workflow execute-update-with-start`` of the ``ApprovalPolicies`` workflow's
+``set_policy`` update, as the wire contract page shows it) and Node's ``@temporalio/client``
+(``executeUpdateWithStart``), against a worker serving the agent: kept in the store's policy
 book when it fits the agent's tools; refused, nothing kept, when it names an argument the
 tool lacks, has a field the format does not know, or expects another version."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import shlex
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,8 +26,11 @@ from durable_agents.checkpoint.policy_book import PolicyBook, PolicyScope, polic
 from durable_agents.contract import PAGE
 from tests.outside_clients.agents import AGENT_NAME, payer
 from tests.outside_clients.conftest import Outside, Ran, temporal
+from tests.outside_clients.test_node_client import node_client_dir
 
 pytestmark = pytest.mark.integration
+__all__ = ["node_client_dir"]  # the fixture that installs @temporalio/client (or skips without node)
+NODE_SCRIPT = Path(__file__).resolve().parent / "node" / "set_policy.mjs"
 
 SMALL = {
     "allow": [{"name": "small", "tools": ["charge_card"], "when": [{"arg": "amount_cents", "op": "<=", "value": 5000}]}]
@@ -119,3 +125,31 @@ async def test_a_bad_policy_is_refused_and_nothing_is_kept(outside: Outside, req
     ran = await set_policy(outside, AGENT_NAME, request_body, workflow_id=wid)
     assert ran.returncode != 0 and said in ran.stdout + ran.stderr, ran
     assert book_of(outside).policy(PolicyScope.of_agent(AGENT_NAME)).version == before
+
+
+async def test_the_node_client_sets_a_policy_and_is_told_a_refusal(node_client_dir: Path, outside: Outside) -> None:
+    agent = AGENT_NAME
+    before = book_of(outside).policy(PolicyScope.of_agent(agent)).version
+
+    async def node(request: dict[str, Any]) -> dict[str, Any]:
+        args = {"clientDir": str(node_client_dir), "address": outside.address, "taskQueue": outside.task_queue,
+                "agent": agent, "request": request, "timeoutMs": 15000}  # fmt: skip
+        proc = await asyncio.create_subprocess_exec(
+            "node", str(NODE_SCRIPT), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        out, err = await asyncio.wait_for(proc.communicate(json.dumps(args).encode()), 60)
+        lines = [json.loads(line) for line in out.decode().splitlines() if line.startswith("{")]
+        assert proc.returncode == 0 and lines, f"node exited {proc.returncode}: {out.decode()!r} {err.decode()!r}"
+        return lines[-1]
+
+    stored = await node({"policy": SMALL, "changedBy": "nora", "expectedVersion": before})
+    assert stored["event"] == "stored", stored
+    assert stored["stored"]["version"] == before + 1 and stored["stored"]["changedBy"] == "nora"
+    wrong = {"allow": [{"name": "w", "tools": ["charge_card"], "when": [{"arg": "cents", "op": "<", "value": 1}]}]}
+    refused = await node({"policy": wrong, "changedBy": "nora"})
+    assert refused["event"] == "refused" and refused["type"] == "ConfigurationError", refused
+    assert "no argument 'cents'" in refused["message"]
+    stale = await node({"policy": SMALL, "changedBy": "nora", "expectedVersion": before})
+    assert stale["event"] == "refused" and stale["type"] == "PolicyVersionConflictError", stale
+    assert book_of(outside).policy(PolicyScope.of_agent(agent)).version == before + 1
