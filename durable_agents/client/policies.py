@@ -297,7 +297,7 @@ async def change_through_temporal(
     scope = str(target.scope)
     workflow_id = policies_workflow_id(target)
     for attempt in range(3):
-        start = WithStartWorkflowOperation(
+        start: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
             POLICIES_WORKFLOW,
             target.to_dict(),
             id=workflow_id,
