@@ -114,7 +114,9 @@ def test_without_temporal_a_policy_is_checked_against_a_given_agent(store: Sqlit
         admin.set_policy(SMALL, against=other, agent="other", by="alice")
 
 
-async def test_no_worker_no_change_and_it_is_not_made_later(env, store: SqliteStore, task_queue: str, run_worker) -> None:
+async def test_no_worker_no_change_and_it_is_not_made_later(
+    env, store: SqliteStore, task_queue: str, run_worker
+) -> None:
     from durable_agents.client import AgentClient
 
     lonely = AgentClient(env.client, store, f"{task_queue}-nobody")
