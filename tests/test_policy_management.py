@@ -125,3 +125,16 @@ async def test_no_worker_no_change_and_it_is_not_made_later(
     async with run_worker([payer]):  # a worker on that queue later does not make it
         pass
     assert lonely.policy(agent=AGENT_NAME).version == 0
+
+
+async def test_writers_at_once_and_around_the_workflows_end_all_get_their_change(run_worker) -> None:
+    """Each change reaches the target's workflow (one starts, later ones join it while it runs,
+    or start the next after it ended); every one is a version of its own."""
+    import asyncio
+
+    async with run_worker([payer]) as client:
+        for pause in (0.0, 0.01, 0.03):
+            await asyncio.gather(*[client.set_policy(SMALL, agent=AGENT_NAME, by=f"w{i}") for i in range(5)])
+            await asyncio.sleep(pause)
+        assert client.policy(agent=AGENT_NAME).version == 15
+        assert len({c.changed_by for c in client.policy_changes(agent=AGENT_NAME)}) == 5
