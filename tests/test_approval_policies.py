@@ -428,3 +428,29 @@ async def test_deciding_again_answers_what_was_recorded_and_takes_no_second_use(
         assert [d.approval_id for d in store.load(sid).decisions] == ["retry-1"]
         await client.cancel(sid)
     assert paused.approval_id != "retry-1"
+
+
+# -- sub-agents: a sub-agent's gated call is decided by its own agent's policy ------------------
+
+
+@pytest.mark.parametrize("how", ["rule", "evaluator"])
+async def test_a_subagents_gated_call_is_decided_by_its_agents_policy(run_worker, store, tmp_path, how):
+    from durable_agents.testing import configured
+    from tests import subagent_agents as sa
+
+    if how == "rule":
+        set_policy(store, {"allow": [{"name": "notes", "tools": ["publish"]}]}, agent="writer")
+    else:
+        criteria = {"name": "notes", "tools": ["publish"], "approveWhen": ["a note"]}
+        auto = {"evaluator": {"python": "tests.policy_agents:judge_sure"}, "criteria": [criteria]}
+        set_policy(store, {"auto": auto}, agent="writer")
+    sid = session_id()
+    with configured(log_dir=tmp_path):
+        async with run_worker([sa.lead]) as client:
+            first = await asyncio.wait_for(client.send("lead", "Rome", session_id=sid), 60)
+            done = first if how == "rule" else await asyncio.wait_for(client.result(sid), 60)
+    assert done.finish_reason == FinishReason.STOP
+    if how == "rule":  # decided before any pause: the parent never waited
+        assert first.finish_reason == FinishReason.STOP
+    [decision] = store.load(f"{sid}/4").decisions  # the writer's session
+    assert decision.source == ("allow-rule" if how == "rule" else "evaluator") and decision.approved
