@@ -141,6 +141,13 @@ def _change_flags(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--by", metavar="NAME", help="who makes the change (default: your OS user name)")
     parser.add_argument("--json", action="store_true", help="print the stored policy as JSON")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="how long to wait for a worker serving the agent to answer (30); none did: nothing changed, exit 1",
+    )
 
 
 def _since(text: str) -> datetime:
@@ -181,20 +188,33 @@ async def cmd_set(args: argparse.Namespace) -> int:
     if not isinstance(document, dict):
         raise UsageError(f"--file {args.file}: a policy is a JSON object")
     client = await client_of(args)
-    stored = await client.set_policy(
-        document, agent=args.agent, session_id=args.session, by=args.by, expected_version=args.expected_version
-    )
+    try:
+        stored = await client.set_policy(
+            document, agent=args.agent, session_id=args.session, by=args.by,
+            expected_version=args.expected_version, timeout=args.timeout,
+        )  # fmt: skip
+    except TimeoutError as e:
+        return _no_worker(e)
     _print_stored(args, stored, "set")
     return 0
 
 
 async def cmd_clear(args: argparse.Namespace) -> int:
     client = await client_of(args)
-    stored = await client.clear_policy(
-        agent=args.agent, session_id=args.session, by=args.by, expected_version=args.expected_version
-    )
+    try:
+        stored = await client.clear_policy(
+            agent=args.agent, session_id=args.session, by=args.by, expected_version=args.expected_version,
+            timeout=args.timeout,
+        )  # fmt: skip
+    except TimeoutError as e:
+        return _no_worker(e)
     _print_stored(args, stored, "cleared")
     return 0
+
+
+def _no_worker(error: TimeoutError) -> int:
+    print(f"durable-agents: error: {error}", file=sys.stderr)
+    return 1
 
 
 def _admin(args: argparse.Namespace) -> Any:

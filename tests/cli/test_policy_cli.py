@@ -92,6 +92,13 @@ def test_grants_add_list_revoke(cli: Cli) -> None:
     cli.ok("reject", sid)
 
 
+def test_no_worker_for_the_queue_is_one_line_and_changes_nothing(cli: Cli, tmp_path: Path) -> None:
+    policy = write(tmp_path, "policy.json", PAYMENTS_POLICY)
+    out = cli("policy", "set", "--agent", "payments", "--file", policy, "--timeout", "2", "--task-queue", "nobody-here")
+    one_line_error(out, 1, "no worker on task queue 'nobody-here'")
+    assert "nothing was changed" in out.stderr
+
+
 # -- the backtest over 1,000 recorded decisions ------------------------------------------------
 
 
