@@ -454,3 +454,14 @@ async def test_a_subagents_gated_call_is_decided_by_its_agents_policy(run_worker
         assert first.finish_reason == FinishReason.STOP
     [decision] = store.load(f"{sid}/4").decisions  # the writer's session
     assert decision.source == ("allow-rule" if how == "rule" else "evaluator") and decision.approved
+
+
+async def test_cancelling_a_run_while_the_evaluator_judges_stops_both(run_worker, store):
+    policy_agents.CALL_LOG.clear()
+    set_policy(store, auto_policy({"python": "tests.policy_agents:judge_slow"}, timeout=120))
+    sid = session_id()
+    async with run_worker([policy_agents.payer]) as client:
+        paused = await client.send("payer", "100", session_id=sid)
+        assert paused.finish_reason == FinishReason.AWAITING_APPROVAL
+        aborted = await asyncio.wait_for(client.cancel(sid), 30)
+    assert aborted is not None and aborted.finish_reason == FinishReason.ABORTED and paid() == []

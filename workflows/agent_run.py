@@ -741,9 +741,11 @@ class AgentRunWorkflow:
         self._set_details(waiting, pending.arguments)
         metrics.approval(self.config.agent, "requested")
         await self._tell_parent(pending)  # a sub-agent's run: the parent's pauses too
-        decision = await self._gate.wait(pending)
-        if evaluator is not None:
-            await evaluator.stop()
+        try:
+            decision = await self._gate.wait(pending)
+        finally:  # decided, or the run aborted: the evaluator has nothing more to do
+            if evaluator is not None:
+                await evaluator.stop()
         self._outcome = None  # the run goes on: its next pause or its end is what waiters get
         metrics.approval(self.config.agent, "approved" if decision.approved else "rejected")
         self._publish(CheckpointStatus.IN_PROGRESS, None)
