@@ -102,6 +102,9 @@ async def main() -> None:
             if not only or "approval_policy_v10" in only:
                 await _policy_run(agent_client, store)
                 await _save(client, "approval_policy_v10", "approval_policy_v10")
+            if not only or "approval_policies_v11" in only:  # the ApprovalPolicies workflow: a set, refused, then set
+                await _policy_changes(agent_client)
+                await _save(client, "approval_policies_v11", "durable-agents.policies.agent.payments")
 
 
 async def _policy_run(agent_client: AgentClient, store: SqliteStore) -> None:
@@ -125,6 +128,20 @@ async def _policy_run(agent_client: AgentClient, store: SqliteStore) -> None:
     )
     await agent_client.send("payer", "100 9000 300", session_id="approval_policy_v10")
     await agent_client.result("approval_policy_v10")
+
+
+async def _policy_changes(agent_client: AgentClient) -> None:
+    from durable_agents.errors import ConfigurationError
+
+    small = {
+        "allow": [{"name": "small", "tools": ["charge_card"], "when": [{"arg": "amount", "op": "<=", "value": 15}]}]
+    }
+    wrong = {"allow": [{"name": "w", "tools": ["charge_card"], "when": [{"arg": "cents", "op": "<=", "value": 1}]}]}
+    first = agent_client.set_policy(small, agent="payments", by="recorder", expected_version=0)
+    refused = agent_client.set_policy(wrong, agent="payments", by="recorder")
+    results = await asyncio.gather(first, refused, return_exceptions=True)
+    assert not isinstance(results[0], BaseException) and isinstance(results[1], ConfigurationError), results
+    await agent_client.temporal.get_workflow_handle("durable-agents.policies.agent.payments").result()
 
 
 async def _save(client: Client, name: str, workflow_id: str, run_id: str | None = None) -> None:
