@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import math
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -207,7 +208,10 @@ def policy_book(deps: ActivityDeps) -> PolicyBook | None:
     if deps.book is False:
         try:
             deps.book = policy_book_for(deps.store)
-        except ConfigurationError:
+        except ConfigurationError as e:
+            logging.getLogger(__name__).warning(
+                "approval policies and grants are off on this worker (every gated call asks a person): %s", e
+            )
             deps.book = None
     return deps.book if isinstance(deps.book, PolicyBook) else None
 
