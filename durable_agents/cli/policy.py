@@ -352,8 +352,23 @@ def grant_line(grant: Grant) -> str:
     conditions = " when " + " and ".join(c.describe() for c in scope.when) if scope.when else ""
     uses = f", {grant.uses}/{grant.max_uses} uses" if grant.max_uses is not None else f", {grant.uses} uses"
     expires = f", expires {grant.expires_at.isoformat(timespec='seconds')}" if grant.expires_at else ""
-    revoked = f", REVOKED by {grant.revoked_by}" if grant.revoked_at is not None else ""
-    return f"{grant.id}  {scope.tool} in {where}{conditions}{uses}{expires}, by {grant.created_by}{revoked}"
+    revoked = f" by {grant.revoked_by}" if grant.revoked_at is not None else ""
+    return (
+        f"{grant.id}  [{grant_state(grant)}{revoked}]  {scope.tool} in {where}{conditions}{uses}{expires}, "
+        f"by {grant.created_by}"
+    )
+
+
+def grant_state(grant: Grant, now: datetime | None = None) -> str:
+    """``live``, ``revoked``, ``expired``, ``used up`` or ``not yet valid``, at ``now``."""
+    now = now or datetime.now(UTC)
+    if grant.revoked_at is not None and now >= grant.revoked_at:
+        return "revoked"
+    if grant.expires_at is not None and now >= grant.expires_at:
+        return "expired"
+    if grant.max_uses is not None and grant.uses >= grant.max_uses:
+        return "used up"
+    return "not yet valid" if now < grant.created_at else "live"
 
 
 async def cmd_grants_add(args: argparse.Namespace) -> int:

@@ -73,7 +73,7 @@ def test_grants_add_list_revoke(cli: Cli) -> None:
     assert made["maxUses"] == 2 and made["expiresAt"] and made["createdBy"] == "alice"
     listed = cli.read_json("grants", "list", "--session", sid, "--live")
     assert [g["id"] for g in listed] == [made["id"]]
-    assert made["id"] in cli.read("grants", "list", "--agent", "payments")
+    assert f"{made['id']}  [live]  charge_card in session {sid}" in cli.read("grants", "list", "--agent", "payments")
 
     one_line_error(
         cli("grants", "add", "--tool", "charge_card", "--agent", "payments", "--when", '{"arg": "cents", "op": "<", "value": 1}'),
@@ -88,6 +88,7 @@ def test_grants_add_list_revoke(cli: Cli) -> None:
     assert f"revoked {made['id']}" in out and "bob" in out
     assert cli.read_json("grants", "list", "--session", sid, "--live") == []
     assert "revoked already" in cli.ok("grants", "revoke", made["id"])
+    assert f"{made['id']}  [revoked by bob]" in cli.read("grants", "list", "--session", sid)
     one_line_error(cli("grants", "revoke", "g-nope"), 2, "no grant 'g-nope'")
     cli.ok("reject", sid)
 
