@@ -76,6 +76,8 @@ async def test_a_session_policy_is_checked_against_the_tools_its_runs_recorded(r
             await client.set_policy(bad, session_id=sid, by="alice")
         with pytest.raises(ConfigurationError, match="name its agent"):
             await client.set_policy(SMALL, session_id="never-run", by="alice")
+        ahead = await client.set_policy(SMALL, session_id=f"{sid}-next", agent=AGENT_NAME, by="alice")
+        assert ahead.scope.kind == "session" and ahead.version == 1  # a session not run yet: its agent's tools
         await client.cancel(sid)
 
 

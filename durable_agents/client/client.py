@@ -895,8 +895,10 @@ class AgentClient:
         agent's tools (a session's: the tools its runs recorded) before it is kept.
         ``expected_version``: the version read (0: none ever set); another one raises
         ``PolicyVersionConflictError``, nothing changed. ``by``: who (default: the OS user).
-        ``TimeoutError``: no worker answered within ``timeout`` seconds (nothing changed)."""
-        scope_of(agent, session_id)
+        ``TimeoutError``: no worker answered within ``timeout`` seconds (nothing changed).
+        ``agent`` with ``session_id``: the agent of a session that has not run yet (its tools
+        are the agent's; a session that ran is checked against the tools its runs recorded)."""
+        scope_of(None if session_id is not None else agent, session_id)  # with a session: its agent, if new
         request = set_policy_request(policy, by=by, expected_version=expected_version)
         target = PolicyTarget(agent=agent, session_id=session_id)
         return await change_through_temporal(self.temporal, self.task_queue, target, request, timeout=timeout)
