@@ -7,10 +7,22 @@ Each ```python block in a page is preceded (blank lines aside) by a marker:
     <!-- readme-test: skip reason="why" -->          a fragment that cannot run alone
 
 A ```toml block may be a file of the project too (``file=pyproject.toml``: its pytest
-settings, say); every other marker goes before a python block.
-and a ```sh block of ``temporal`` CLI commands (README.md, docs/tutorial.md, the wire
-contract page) by ``<!-- readme-test: temporal-cli -->``: ``temporal_cli_blocks`` returns its
-commands, which tests/outside_clients/test_doc_cli_snippets.py runs.
+settings, say); every other marker goes before a python block, except these, before a
+```sh block:
+
+    <!-- readme-test: temporal-cli -->                      ``temporal`` commands
+    <!-- readme-test: cli -->                               ``durable-agents`` commands
+    <!-- readme-test: shell-synopsis reason="why" -->       not commands to type as they are
+
+``temporal_cli_blocks`` returns a page's ``temporal-cli`` blocks (README.md,
+docs/tutorial.md, the wire contract page), which
+tests/outside_clients/test_doc_cli_snippets.py runs; ``cli_blocks`` its ``cli`` blocks,
+which tests/test_readme.py runs against the tour's worker. Each command of either is
+shell-split (backslash-continued lines joined, ``# comments`` dropped); a ``cli`` command's
+program is ``durable-agents`` or ``.venv/bin/durable-agents`` (read as ``durable-agents``),
+and a ``cli`` block holds no placeholder (``<id>``, ``…``, ``[--optional]``, ``a | b``).
+``cli_blocks`` is strict: an unmarked sh block with a ``durable-agents`` command is an
+error there (mark it ``cli``, or ``shell-synopsis`` with the reason it does not run).
 
 An unmarked python block, a marker without its block (or before another kind of
 block), or a skip without a reason is an error, so a new snippet cannot go
@@ -47,6 +59,14 @@ FILE_LANGS = {".py": "python", ".toml": "toml"}
 """What a ``file=`` block may hold, by the file's suffix: the block's language."""
 SHELL_LANGS = frozenset({"sh", "bash", "shell"})
 CLI_MARKER = "temporal-cli"
+DA_CLI_MARKER = "cli"
+SYNOPSIS_MARKER = "shell-synopsis"
+SHELL_MARKERS = frozenset({CLI_MARKER, DA_CLI_MARKER, SYNOPSIS_MARKER})
+"""The markers that go before a sh block."""
+DA_PROGRAMS = frozenset({"durable-agents", ".venv/bin/durable-agents"})
+"""How a ``cli`` block may name the program: both run the installed ``durable-agents``."""
+DA_COMMAND = re.compile(r"(?:^|[\s/])durable-agents(?:\s|$)")
+PLACEHOLDER = re.compile(r"<\w[\w-]*>|…")
 FENCE = re.compile(r"^(?P<indent>\s*)(?P<fence>`{3,}|~{3,})\s*(?P<lang>[\w+-]*)")
 MARKER = re.compile(r"^\s*<!--\s*readme-test:(?P<args>.*?)-->\s*$")
 
@@ -77,13 +97,17 @@ class Block:
 
 @dataclass(frozen=True)
 class CliBlock:
-    """A ``temporal-cli`` block: its commands, each a shell-split argv (``["temporal", …]``)."""
+    """A ``temporal-cli`` or ``cli`` block: its commands, each a shell-split argv
+    (``["temporal", …]``, ``["durable-agents", …]``)."""
 
     commands: list[list[str]]
     lines: list[int]
     """The Markdown line each command starts on (1-based), one per command."""
     line: int
     """The Markdown line of the block's first line (1-based)."""
+    kind: str = CLI_MARKER
+    """``temporal-cli`` or ``cli``."""
+    doc: str = "README.md"
 
 
 class ReadmeMarkerError(ValueError):
@@ -97,14 +121,16 @@ def _parse_marker(args: str, where: str) -> tuple[str, str | None, str | None]:
         raise ReadmeMarkerError(f"{where}: unreadable readme-test marker ({e})") from None
     if words == ["client"]:
         return "client", None, None
-    if words == [CLI_MARKER]:
-        return CLI_MARKER, None, None
-    if words and words[0] == "skip":
+    if words in ([CLI_MARKER], [DA_CLI_MARKER]):
+        return words[0], None, None
+    if words and words[0] in ("skip", SYNOPSIS_MARKER):
         fields = dict(w.partition("=")[::2] for w in words[1:])
         reason = fields.get("reason", "").strip()
         if set(fields) != {"reason"} or not reason:
-            raise ReadmeMarkerError(f'{where}: a skip needs a reason: <!-- readme-test: skip reason="…" -->')
-        return "skip", None, reason
+            raise ReadmeMarkerError(
+                f'{where}: a {words[0]} needs a reason: <!-- readme-test: {words[0]} reason="…" -->'
+            )
+        return words[0], None, reason
     if len(words) == 1 and words[0].startswith("file="):
         path = words[0][len("file=") :]
         pure = PurePosixPath(path)
@@ -113,19 +139,32 @@ def _parse_marker(args: str, where: str) -> tuple[str, str | None, str | None]:
         return "file", path, None
     raise ReadmeMarkerError(
         f'{where}: unknown readme-test marker {args.strip()!r}: use file=<path>, client, skip reason="…" '
-        f"(python blocks) or {CLI_MARKER} (sh blocks)"
+        f'(python blocks) or {CLI_MARKER}, {DA_CLI_MARKER}, {SYNOPSIS_MARKER} reason="…" (sh blocks)'
     )
 
 
 def _what_follows(args: str) -> str:
     """The kind of block a marker's arguments ask for, for messages: ``python`` or ``sh``."""
     try:
-        return "sh" if shlex.split(args) == [CLI_MARKER] else "python"
+        words = shlex.split(args)
+        return "sh" if words and words[0] in SHELL_MARKERS else "python"
     except ValueError:
         return "python"
 
 
-def _split_commands(code: str, first_line: int, name: str, problems: list[str]) -> CliBlock:
+def _placeholder(word: str) -> bool:
+    """A word that stands for something to fill in or choose: ``<id>``, ``…``, ``[--json]``, ``|``."""
+    if word == "|" or PLACEHOLDER.search(word):
+        return True
+    if word.startswith("[") or word.endswith("]"):
+        try:
+            json.loads(word)
+        except ValueError:
+            return True
+    return False
+
+
+def _split_commands(code: str, first_line: int, name: str, problems: list[str], kind: str = CLI_MARKER) -> CliBlock:
     """A shell block's commands: backslash-continued lines joined, ``# comments`` dropped."""
     commands: list[list[str]] = []
     lines: list[int] = []
@@ -142,21 +181,36 @@ def _split_commands(code: str, first_line: int, name: str, problems: list[str]) 
         except ValueError as e:
             problems.append(f"{name}:{start}: unreadable shell command ({e})")
             words = []
-        if words and words[0] != "temporal":
+        if words and kind == CLI_MARKER and words[0] != "temporal":
             problems.append(f"{name}:{start}: a {CLI_MARKER} block runs temporal commands only, not {words[0]!r}")
+        elif words and kind == DA_CLI_MARKER and words[0] not in DA_PROGRAMS:
+            problems.append(
+                f"{name}:{start}: a {DA_CLI_MARKER} block runs durable-agents commands only, not {words[0]!r}"
+            )
+        elif words and kind == DA_CLI_MARKER and (held := [w for w in words if _placeholder(w)]):
+            problems.append(
+                f"{name}:{start}: a {DA_CLI_MARKER} block holds commands as typed, not placeholders {held} "
+                f'(a synopsis is <!-- readme-test: {SYNOPSIS_MARKER} reason="…" -->)'
+            )
         elif words:
-            commands.append(words)
+            commands.append(["durable-agents", *words[1:]] if kind == DA_CLI_MARKER else words)
             lines.append(start)
         pending = ""
     if pending.strip():
         problems.append(f"{name}:{start}: the block ends inside a backslash-continued command")
     if not commands:
-        problems.append(f"{name}:{first_line}: a {CLI_MARKER} block without a command")
-    return CliBlock(commands=commands, lines=lines, line=first_line)
+        problems.append(f"{name}:{first_line}: a {kind} block without a command")
+    return CliBlock(commands=commands, lines=lines, line=first_line, kind=kind, doc=name)
 
 
-def _scan(text: str, name: str) -> tuple[list[Block], list[CliBlock], list[str]]:
-    """The marked blocks of a Markdown text: python blocks, ``temporal-cli`` blocks, problems."""
+def _runs_durable_agents(code: str) -> bool:
+    """Whether a shell block holds a ``durable-agents`` command (comments aside)."""
+    return any(DA_COMMAND.search(line.split("#", 1)[0]) for line in code.splitlines())
+
+
+def _scan(text: str, name: str, strict_cli: bool = False) -> tuple[list[Block], list[CliBlock], list[str]]:
+    """The marked blocks of a Markdown text: python blocks, shell blocks (``temporal-cli`` and
+    ``cli``), problems; ``strict_cli``: an unmarked sh block of ``durable-agents`` commands is one."""
     lines = text.splitlines()
     blocks: list[Block] = []
     cli_blocks: list[CliBlock] = []
@@ -208,21 +262,28 @@ def _scan(text: str, name: str) -> tuple[list[Block], list[CliBlock], list[str]]
                     f"{name}:{i + 1}: python block without a readme-test marker "
                     '(<!-- readme-test: file=<path> | client | skip reason="…" --> on the line before it)'
                 )
-            elif parsed is not None and parsed[0] == CLI_MARKER:
-                problems.append(f"{name}:{marker[0]}: a {CLI_MARKER} marker goes before a sh block, not a python block")
+            elif parsed is not None and parsed[0] in SHELL_MARKERS:
+                problems.append(f"{name}:{marker[0]}: a {parsed[0]} marker goes before a sh block, not a python block")
             elif parsed is not None:
                 kind, path, reason = parsed
                 blocks.append(Block(kind=kind, code=code, line=i + 2, path=path, reason=reason, doc=name))
         elif marker is not None and parsed is not None:
-            if parsed[0] != CLI_MARKER:
+            if parsed[0] not in SHELL_MARKERS:
                 problems.append(
                     f"{name}:{marker[0]}: readme-test marker before a {lang or 'plain'} block "
-                    f"(file=, client and skip mark python blocks; {CLI_MARKER} marks sh blocks)"
+                    f"(file=, client and skip mark python blocks; {CLI_MARKER}, {DA_CLI_MARKER} and "
+                    f"{SYNOPSIS_MARKER} mark sh blocks)"
                 )
             elif lang not in SHELL_LANGS:
-                problems.append(f"{name}:{marker[0]}: a {CLI_MARKER} marker before a {lang or 'plain'} block, not sh")
-            else:
-                cli_blocks.append(_split_commands(code, i + 2, name, problems))
+                problems.append(f"{name}:{marker[0]}: a {parsed[0]} marker before a {lang or 'plain'} block, not sh")
+            elif parsed[0] != SYNOPSIS_MARKER:
+                cli_blocks.append(_split_commands(code, i + 2, name, problems, parsed[0]))
+        elif marker is None and strict_cli and lang in SHELL_LANGS and _runs_durable_agents(code):
+            problems.append(
+                f"{name}:{i + 1}: sh block of durable-agents commands without a readme-test marker "
+                f'(<!-- readme-test: {DA_CLI_MARKER} --> to run it, or {SYNOPSIS_MARKER} reason="…" if it is '
+                "not meant to be typed as it is)"
+            )
         marker = None
         i = end + 1
     if marker is not None:
@@ -260,7 +321,17 @@ def temporal_cli_blocks(text: str, name: str = "README.md") -> list[CliBlock]:
     _, cli_blocks, problems = _scan(text, name)
     if problems:
         raise ReadmeMarkerError("\n".join(problems))
-    return cli_blocks
+    return [b for b in cli_blocks if b.kind == CLI_MARKER]
+
+
+def cli_blocks(text: str, name: str = "README.md") -> list[CliBlock]:
+    """The ``cli`` blocks of a Markdown text, each as its list of ``durable-agents`` commands;
+    raises ``ReadmeMarkerError`` listing every marker problem, an unmarked sh block of
+    ``durable-agents`` commands among them."""
+    _, found, problems = _scan(text, name, strict_cli=True)
+    if problems:
+        raise ReadmeMarkerError("\n".join(problems))
+    return [b for b in found if b.kind == DA_CLI_MARKER]
 
 
 def compile_block(block: Block, filename: str) -> types.CodeType:

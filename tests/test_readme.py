@@ -12,11 +12,23 @@ Two projects, each run the same way:
   ``TEMPORAL_ADDRESS`` set, so
   ``AgentClient.connect(store=SqliteStore(".durable-agents/store.db"))`` reaches the same
   server and store. Then how-to/temporal-app.md's plain-temporalio worker runs one more
-  session, and the pages' test files (how-to/testing.md, how-to/replay.md) run with
+  session; then the pages' ``durable-agents`` commands (``<!-- readme-test: cli -->`` sh
+  blocks) run in page order, each a process of the installed ``durable-agents`` in the
+  project, against the same worker: the same Temporal address (``TEMPORAL_ADDRESS``) and
+  store (``DURABLE_AGENTS_STORE``), the worker's task queue given as the global
+  ``--task-queue`` flag (the one thing a reader's page does not say: the test's worker has a
+  fresh queue); each must exit 0. They run after all the client blocks, not interleaved:
+  the commands use sessions of their own (the tutorial's ``chat-41``, streaming.md's
+  ``chat-45``), and after the client blocks the booker has no approval policy again (the
+  approval-policies page clears it), so ``run`` pauses for a person as the tutorial says.
+  Then the pages' test files (how-to/testing.md, how-to/replay.md) run with
   pytest in the project, as a reader runs them. The checks are what a reader relies on:
   the run pauses for approval, approving continues it, the card is charged once, the
   session goes on, fork and inspect work, a sub-agent's approval pauses its parent, a
-  stream replays, the pages' tests pass.
+  stream replays, the pages' tests pass; and from the command line: ``run`` pauses on
+  ``chat-41``'s deposit, ``approvals`` lists it, ``approve`` books the table, ``run --json``
+  goes on, ``show`` names the call ids, ``fork … --resume`` makes a fork whose run differs
+  (rain: no deposit), ``diff`` names the divergence, ``watch`` prints the outcome.
 - **the README's example** (``quickstart/``): its agent, a worker for it (its real
   Anthropic SDK pointed at ``FakeLLMServer``), and its client block: the run pauses for
   approval, approving books the table once.
@@ -26,7 +38,19 @@ durable-agents as a user installs it: the wheel, built and installed into a fres
 (the ``installed`` fixture, tests/installed_wheel.py), not the checkout's editable install.
 
 Every other page of docs/ has no Python block (a test says so), so none goes untested;
-the ``temporal-cli`` blocks run in tests/outside_clients/test_doc_cli_snippets.py.
+the ``temporal-cli`` blocks run in tests/outside_clients/test_doc_cli_snippets.py. On
+every tour page a sh block of ``durable-agents`` commands is either run (``cli``) or marked
+``shell-synopsis`` with the reason it cannot run as typed (a test says so). Those left as
+synopses: the tutorial's server/worker block and its real-model worker line (long-running,
+or a real key); approval-policies.md's grant example on ``chat-41`` (nothing waits there by
+then: the client block above it runs the same decision), its policy commands and
+backtests (they need the reader's ``deposits.json``, a grant id, and an agent-wide policy
+that would change the tour's later runs); replay.md's replay/fork batches and export (they
+name the reader's sessions, an ``agents_v2`` module and a ``replay-worker`` that runs until
+stopped). Pages outside the tour are not run: how-to/approvals.md (its lines are
+alternative decisions of one pause: approve, approve with edits, reject), how-to/web-inbox.md
+(a long-running web server and curl against it), the production pages (deployments,
+encryption keys, services the tour has none of).
 """
 
 from __future__ import annotations
@@ -35,6 +59,7 @@ import contextlib
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import time
@@ -51,7 +76,9 @@ from tests.fakes.llm_server import FakeLLMServer
 from tests.installed_wheel import Installed
 from tests.readme_snippets import (
     Block,
+    CliBlock,
     ReadmeMarkerError,
+    cli_blocks,
     compile_block,
     parse,
     parse_pages,
@@ -95,6 +122,11 @@ def readme_blocks() -> list[Block]:
     return parse_pages([README], ROOT)
 
 
+def tour_cli_blocks() -> list[CliBlock]:
+    """The tour's ``durable-agents`` command blocks, in the pages' order (strict: see ``cli_blocks``)."""
+    return [block for page in TOUR for block in cli_blocks(page.read_text(), page.relative_to(ROOT).as_posix())]
+
+
 # -- the markers (no server) -------------------------------------------------------------
 @pytest.mark.parametrize("project", ["tour", "readme"])
 def test_every_python_block_is_marked_and_compiles(project: str):
@@ -118,6 +150,17 @@ def test_every_docs_page_with_python_blocks_is_run():
     with_blocks = {page for page in pages if parse_pages([page], ROOT)}
     assert with_blocks <= set(TOUR), sorted(str(p.relative_to(ROOT)) for p in with_blocks - set(TOUR))
     assert all(parse_pages([page], ROOT) for page in TOUR), "a tour page without blocks: take it out of TOUR"
+
+
+def test_every_durable_agents_sh_block_of_the_tour_is_run_or_a_synopsis():
+    """An unmarked sh block of ``durable-agents`` commands on a tour page fails here, so a new
+    one cannot go untested by accident; the tutorial's commands are run, not only listed."""
+    blocks = tour_cli_blocks()
+    tutorial = [b for b in blocks if b.doc == "docs/tutorial.md"]
+    commands = [argv[1] for b in tutorial for argv in b.commands]
+    for command in ("run", "approvals", "approve", "sessions", "show", "history", "fork", "diff", "watch"):
+        assert command in commands, f"the tutorial's {command!r} command is not in a cli block: {commands}"
+    assert all(argv[0] == "durable-agents" for b in blocks for argv in b.commands)
 
 
 def test_the_api_reference_lists_every_public_name():
@@ -162,6 +205,39 @@ def test_the_parser_refuses_unmarked_or_badly_marked_blocks():
     for text, needle in bad.items():
         with pytest.raises(ReadmeMarkerError, match=needle):
             parse(text)
+
+
+def test_cli_blocks_are_read_as_commands_and_unmarked_ones_refused():
+    text = "Intro.\n\n<!-- readme-test: cli -->\n```sh\n"
+    text += '.venv/bin/durable-agents run booker "Book a table" --session chat-41   # pauses\n'
+    text += 'durable-agents fork chat-41 --from-step 1 \\\n  --tool-result \'call_2_0={"forecast": "rain"}\'\n```\n'
+    text += '\n<!-- readme-test: shell-synopsis reason="long-running" -->\n```sh\ndurable-agents worker\n```\n'
+    text += "\n```sh\nmake test\n```\n"  # an unmarked sh block without durable-agents is documentation
+    (block,) = cli_blocks(text, "doc.md")
+    assert block.commands == [
+        ["durable-agents", "run", "booker", "Book a table", "--session", "chat-41"],
+        ["durable-agents", "fork", "chat-41", "--from-step", "1", "--tool-result", 'call_2_0={"forecast": "rain"}'],
+    ]
+    assert (block.kind, block.doc, block.line, block.lines) == ("cli", "doc.md", 5, [5, 6])
+    assert parse(text) == [] and temporal_cli_blocks(text) == []
+    bad = {
+        # a new durable-agents snippet without a marker: it would go untested
+        "```sh\n.venv/bin/durable-agents approvals\n```\n": "without a readme-test marker",
+        "```bash\nANTHROPIC_API_KEY=x durable-agents worker --agent m:a\n```\n": "without a readme-test marker",
+        "<!-- readme-test: shell-synopsis -->\n```sh\ndurable-agents dev\n```\n": "needs a reason",
+        "<!-- readme-test: cli -->\n```python\nx\n```\n": "goes before a sh block",
+        "<!-- readme-test: cli -->\n```sh\nls\n```\n": "durable-agents commands only",
+        "<!-- readme-test: cli -->\n```sh\ndurable-agents sessions [--agent booker]\n```\n": "placeholders",
+        "<!-- readme-test: cli -->\n```sh\ndurable-agents resume | cancel\n```\n": "placeholders",
+        "<!-- readme-test: cli -->\n```sh\ndurable-agents show <session>\n```\n": "placeholders",
+        "<!-- readme-test: cli -->\n```sh\ndurable-agents approve chat-41 --note …\n```\n": "placeholders",
+        "<!-- readme-test: cli -->\n```sh\n# nothing\n```\n": "without a command",
+    }
+    for text, needle in bad.items():
+        with pytest.raises(ReadmeMarkerError, match=needle):
+            cli_blocks(text, "doc.md")
+    # outside cli_blocks (the python blocks' parse, other pages) an unmarked sh block is no error
+    assert parse("```sh\ndurable-agents approvals\n```\n") == []
 
 
 def test_temporal_cli_blocks_are_read_as_commands():
@@ -229,6 +305,50 @@ class SnippetRun:
     store_path: Path
     context: str
     project: Path
+    commands: list[CliRun]
+    """The pages' ``durable-agents`` commands as they ran, in order."""
+
+
+@dataclass
+class CliRun:
+    """One ``durable-agents`` command of a page, run."""
+
+    where: str
+    """``page:line``."""
+    argv: list[str]
+    """As the page has it (``durable-agents …``)."""
+    stdout: str
+    stderr: str
+
+
+CLI_WAIT = 120.0
+"""Seconds one command of a page may take (``run`` and ``approve`` wait for the run's outcome)."""
+
+
+def run_cli_blocks(
+    installed: Installed, blocks: list[CliBlock], project: Path, env: dict[str, str], task_queue: str, log: Path
+) -> list[CliRun]:
+    """Each command of ``blocks`` in order, as the installed ``durable-agents`` in the project,
+    the worker's task queue as the global ``--task-queue`` flag; each must exit 0."""
+    ran: list[CliRun] = []
+    for block in blocks:
+        for argv, line in zip(block.commands, block.lines, strict=True):
+            where = f"{block.doc}:{line}"
+            cmd = [str(installed.cli), "--task-queue", task_queue, *argv[1:]]
+            try:
+                done = subprocess.run(cmd, cwd=project, env=env, capture_output=True, text=True, timeout=CLI_WAIT)
+            except subprocess.TimeoutExpired as e:
+                pytest.fail(
+                    f"{where}: `{shlex.join(argv)}` hung:\n{e.stdout}\n{e.stderr}\n--- worker ---\n{log.read_text()}"
+                )
+            if done.returncode != 0:
+                pytest.fail(
+                    f"{where}: `{shlex.join(argv)}` exited {done.returncode}:\n--- stdout ---\n{done.stdout}"
+                    f"\n--- stderr ---\n{done.stderr}\n--- worker log ---\n{log.read_text()[-4000:]}",
+                    pytrace=False,
+                )
+            ran.append(CliRun(where, argv, done.stdout, done.stderr))
+    return ran
 
 
 def run_in_project(
@@ -248,12 +368,14 @@ def run_snippets(
     agents: list[str],
     replies: Callable[[FakeLLMServer], None] | None = None,
     plain: list[str] | None = None,
+    commands: list[CliBlock] | None = None,
 ) -> SnippetRun:
     """Write the pages' ``file=`` blocks into a project, start ``durable-agents worker`` for
     ``agents`` there, run the pages' ``client`` blocks in a client process (then ``plain``:
     ``[MODULE:FUNC, SESSION, TEXT]`` for a plain-temporalio worker's run), stop the worker.
     ``replies``: what a ``FakeLLMServer`` answers, for pages whose agents call Anthropic;
-    None: the worker gets no provider key or URL at all (the pages run offline)."""
+    None: the worker gets no provider key or URL at all (the pages run offline).
+    ``commands``: ``cli`` blocks to run after the client process, on the same worker."""
     project = tmp_path / "project"
     project.mkdir()
     write_project(parse_pages(pages, ROOT), project)
@@ -284,6 +406,11 @@ def run_snippets(
             except subprocess.TimeoutExpired as e:
                 pytest.fail(f"the client snippets hung:\n{e.stdout}\n{e.stderr}\n--- worker ---\n{log.read_text()}")
             requests = [r for r in llm.requests if r["path"] == "/v1/messages"] if llm else []
+            if ran.returncode == 0 and commands:
+                cli_env = {**client_env, "DURABLE_AGENTS_STORE": f"sqlite:///{store_path}"}
+                cli_runs = run_cli_blocks(installed, commands, project, cli_env, task_queue, log)
+            else:
+                cli_runs = []
         finally:
             stop(worker)
 
@@ -294,7 +421,7 @@ def run_snippets(
     )
     exit_code = ran.returncode  # (not ran.returncode in the assert: pytest would print all of ran)
     assert exit_code == 0, f"the client snippets failed (exit {exit_code}){context}"
-    return SnippetRun(json.loads(trace), ran.stdout, requests, store_path, context, project)
+    return SnippetRun(json.loads(trace), ran.stdout, requests, store_path, context, project, cli_runs)
 
 
 def test_the_docs_tour_runs_as_written(env: WorkflowEnvironment, installed: Installed, tmp_path: Path):
@@ -305,9 +432,11 @@ def test_the_docs_tour_runs_as_written(env: WorkflowEnvironment, installed: Inst
         TOUR,
         ["myapp.agents:booker", "myapp.team:planner"],
         plain=["myapp.temporal_app:run_worker", "chat-43", "Is it sunny in Rome tomorrow?"],
+        commands=tour_cli_blocks(),
     )
     try:
         check_tour(run.trace, run.stdout, run.store_path)
+        check_commands(run.commands, run.store_path)
     except (AssertionError, LookupError, ValueError, TypeError) as e:  # a check failed, or the trace lacks a part
         raise AssertionError(f"{type(e).__name__}: {e}{run.context}") from e
     check_page_tests(installed, run.project)
@@ -382,7 +511,8 @@ def check_tour(trace: dict, stdout: str, store_path: Path) -> None:
         charges = [
             result
             for summary in store.list_sessions()
-            if not summary.session_id.startswith("policy-")  # how-to/approval-policies.md's own deposits
+            # how-to/approval-policies.md's own deposits, and the command line's (check_commands)
+            if not summary.session_id.startswith(("policy-", "chat-41"))
             for name, result in tool_results(store, summary.session_id)
             if name == "charge_card"
         ]
@@ -470,5 +600,61 @@ def check_team(trace: dict, stdout: str, store_path: Path) -> None:
         ]
         assert tool_results(store, "team-1/4") == [("book_table", {"booked": "Roscioli", "people": 2})]
         assert store.load_header("team-1/4").parent_session_id == "team-1"
+    finally:
+        store.close()
+
+
+def check_commands(commands: list[CliRun], store_path: Path) -> None:
+    """What a reader of the pages' ``durable-agents`` commands relies on (each exited 0)."""
+
+    def output(*prefix: str) -> str:
+        """The stdout of the first command that starts ``durable-agents *prefix``."""
+        found = [c for c in commands if c.argv[1 : 1 + len(prefix)] == list(prefix)]
+        assert found, f"no `durable-agents {' '.join(prefix)}` command ran: {[c.argv for c in commands]}"
+        return found[0].stdout
+
+    def said(text: str, *prefix: str) -> None:
+        out = output(*prefix)
+        assert text in out, f"`durable-agents {' '.join(prefix)}` did not print {text!r}:\n{out}"
+
+    # the tutorial: run pauses on chat-41's deposit, approvals lists it, approve books the table
+    said("awaiting-approval", "run", "booker", "Book a table for 2 tonight")
+    said("charge_card", "run", "booker", "Book a table for 2 tonight")
+    said("chat-41", "approvals")
+    said("charge_card", "approvals")
+    said("Booked: a table for 2 tonight, deposit paid (receipt r-", "approve", "chat-41")
+    # run --json goes on with the finished session
+    went_on = json.loads(output("run", "booker", "Will it stay dry after dinner?"))
+    assert (went_on["sessionId"], went_on["finishReason"], went_on["messages"][-1]["content"]) == (
+        "chat-41",
+        "stop",
+        "Clear skies in Rome.",
+    ), went_on
+    said("chat-41", "sessions")
+    said("[call_2_0]", "show", "chat-41")  # the id the fork names
+    assert json.loads(output("show", "chat-41", "--json"))["sessionId"] == "chat-41"
+    said("Rain in Rome: shall I look for a table indoors?", "fork", "chat-41")
+    said("chat-41.fork-1", "fork", "chat-41")
+    said("diverged at step 1 (a: 5 steps, b: 2 steps)", "diff", "chat-41", "chat-41.fork-1")  # the patched result
+    said("Clear skies in Rome.", "watch", "chat-41")
+    said("session chat-41: stop", "watch", "chat-41")
+    # how-to/context.md: what a step's request carried
+    said("step 3 (message 6) was sent 6 messages", "show", "chat-42", "--as-sent", "3")
+    assert len(json.loads(output("show", "chat-42", "--as-sent", "3", "--json"))["messages"]) == 6
+    # how-to/approval-policies.md: the audit names the person's decision and the rule's
+    said("chat-41 charge_card [call_4_0] ✓ approved by", "approvals", "--decided")
+    said("approved by allow rule 'small-deposits'", "approvals", "--decided")
+    # how-to/streaming.md: the streamed run, then watch on it (finished: its outcome, and the end event)
+    said("Clear skies in Rome.", "run", "booker", "Is it sunny in Rome tonight?")
+    said("session chat-45: stop", "watch", "chat-45")
+    last = json.loads(output("watch", "chat-45", "--events").splitlines()[-1])
+    assert (last["type"], last["result"]["finishReason"]) == ("run-finished", "stop"), last
+    store = SqliteStore(store_path)
+    try:
+        weather = ("get_weather", {"city": "Rome", "forecast": "clear"})
+        ((_, receipt),) = [(n, r) for n, r in tool_results(store, "chat-41") if n == "charge_card"]
+        assert tool_results(store, "chat-41") == [weather, ("charge_card", receipt), weather]
+        assert tool_results(store, "chat-41.fork-1") == [("get_weather", {"city": "Rome", "forecast": "rain"})]
+        assert store.load("chat-41.fork-1").status == CheckpointStatus.FINISHED
     finally:
         store.close()
