@@ -28,10 +28,10 @@ ALL_WORKFLOWS: list[type]
 __all__ = [
     "AGENT_RUN_WORKFLOW",
     "ALL_WORKFLOWS",
-    "ApprovalPoliciesWorkflow",
     "FORK_WORKFLOW",
     "AgentRunInput",
     "AgentRunWorkflow",
+    "ApprovalPoliciesWorkflow",
     "ForkSessionWorkflow",
     "MigrateSessionWorkflow",
     "ResumePoint",
