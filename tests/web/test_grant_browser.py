@@ -44,3 +44,21 @@ async def test_approve_and_stop_asking_for_this_session_for_an_hour(served: Serv
     assert grant.created_by == "alice"
     assert grant.expires_at is not None and 3500 < (grant.expires_at - before).total_seconds() < 3700
     assert json.loads(grant.to_json())["scope"]["tool"] == "pay"
+
+
+async def test_the_grants_page_lists_live_grants_and_revokes_one(served: Served, shots: Path, tmp_path: Path):
+    sid = await served.waiting(prefix="page-grants")
+    grant = served.client.grant("session", "pay", session_id=sid, max_uses=2, by="olga")
+    row = f"document.querySelector('tr[data-grant={json.dumps(grant.id)}]')"
+
+    def steps(browser: PipeBrowser) -> None:
+        tab = sign_in(browser, served.url, served.tokens["bob"])
+        tab.evaluate("location.hash = '#/grants'")
+        until(tab, f"!!{row} && {row}.textContent.includes('0 / 2')", "the grant in the list")
+        tab.screenshot(shots / "web-grants.png")
+        tab.evaluate(f"{row}.querySelector('button').click()")
+        until(tab, f"{row}.textContent.includes('revoked')", "the grant revoked")
+
+    await in_browser(tmp_path, "grants", steps)
+    [kept] = [g for g in served.client.grants(session_id=sid) if g.id == grant.id]
+    assert kept.revoked_by == "bob" and kept.revoked_at is not None

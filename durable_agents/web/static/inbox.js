@@ -547,6 +547,46 @@ async function renderAudit() {
   }
 }
 
+// Grants ("approve and stop asking"): the live ones (or all), each revocable by an approver
+// who may decide its calls (the server refuses the others).
+async function renderGrants(params) {
+  const all = params.get("all") === "true";
+  const rows = h("tbody", {});
+  const error = h("p", { class: "error", id: "grants-error" });
+  const toggle = h("a", { href: all ? "#/grants" : "#/grants?all=true" }, all ? "live grants only" : "all grants (expired, used up, revoked too)");
+  show(h("h1", {}, all ? "Grants" : "Live grants"), h("p", {}, toggle), error, h("table", { id: "grants" },
+    h("thead", {}, h("tr", {}, ["tool", "where", "when", "uses", "expires", "made by", ""].map((t) => h("th", {}, t)))), rows));
+  let page;
+  try {
+    page = await api(`api/grants${all ? "" : "?live=true"}`);
+  } catch (e) {
+    error.textContent = e.message;
+    return;
+  }
+  if (!page.grants.length) rows.append(h("tr", {}, h("td", { colspan: 7 }, "no grants")));
+  for (const g of page.grants) {
+    const s = g.scope;
+    const where = s.kind === "session" ? h("a", { href: `#/session/${enc(s.sessionId)}` }, `session ${s.sessionId}`)
+      : s.kind === "agent" ? `agent ${s.agent}` : "every agent";
+    const conditions = (s.when || []).map((c) => `${c.arg} ${c.op} ${JSON.stringify(c.value)}`).join(" and ");
+    const revoke = h("button", { type: "button", class: "reject", "data-grant": g.id }, "Revoke");
+    revoke.onclick = async () => {
+      revoke.disabled = true;
+      try {
+        await api(`api/grants/${enc(g.id)}`, { method: "DELETE" });
+        revoke.replaceWith(h("span", { class: "badge bad" }, "revoked"));
+      } catch (e) {
+        error.textContent = e.message;
+        revoke.disabled = false;
+      }
+    };
+    const state = g.revokedAt ? h("span", { class: "badge bad" }, `revoked by ${g.revokedBy}`) : me.roles.includes("approver") ? revoke : null;
+    rows.append(h("tr", { "data-grant": g.id }, h("td", {}, s.tool), h("td", {}, where), h("td", {}, conditions),
+      h("td", {}, g.maxUses != null ? `${g.uses || 0} / ${g.maxUses}` : `${g.uses || 0}`),
+      h("td", {}, g.expiresAt ? when(g.expiresAt) : "until revoked"), h("td", {}, g.createdBy), h("td", {}, state)));
+  }
+}
+
 // Who or what decided a call (a person, a rule, a grant, the auto mode's evaluator, a timeout), and
 // under which policy version: nothing the policy approved is shown as if nobody had.
 function decider(d) {
@@ -590,6 +630,7 @@ function route() {
   if (view === "session" && arg) return renderSession(arg);
   if (view === "diff") return renderDiff(params);
   if (view === "audit") return renderAudit();
+  if (view === "grants") return renderGrants(params);
   return renderInbox(params);
 }
 
