@@ -133,13 +133,22 @@ class PolicyDecisionActivities:
             agent=inp.agent,
             turn_position=inp.turn_position,
         )
+        position = record_inp.position
         kept = next((d for d in header.decisions or [] if d.approval_id == inp.approval_id), None)
-        if kept is not None:  # a retry: the decision recorded is the decision
+        if kept is None:  # a resumed run (a new approval id): the policy's decision on this very call
+            kept = next(
+                (
+                    d
+                    for d in reversed(header.decisions or [])
+                    if d.position == position and d.tool_call_id == inp.call.id and d.source in _SOURCES
+                ),
+                None,
+            )
+        if kept is not None:  # a retry or a resume: the decision recorded is the decision
             return self._recorded(record_inp, kept)
         book = policy_book(deps)
         if book is None:
             return DecideByPolicyOutput(verdict=PolicyVerdict(outcome="ask-person", reason="no policy book"))
-        position = record_inp.position
         call = inp.call
         if inp.turn_position is not None:
             call = deps.stored_call(inp.session_id, inp.turn_position, position)

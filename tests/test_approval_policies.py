@@ -399,8 +399,9 @@ async def test_an_approval_timeout_is_recorded_as_the_timeouts_decision(run_work
 
 
 async def test_deciding_again_answers_what_was_recorded_and_takes_no_second_use(run_worker, store):
-    """The policy's activity retried (a worker lost after it recorded, before Temporal knew):
-    it answers the decision it recorded, whatever the policy and grants say now."""
+    """The policy's activity retried (a worker lost after it recorded, before Temporal knew), or
+    a resumed run deciding the same call again: it answers the decision recorded for the call,
+    whatever the policy and grants say now, and records nothing more."""
     from durable_agents.activities.approval_policy import DecideByPolicyInput, PolicyDecisionActivities
     from durable_agents.activities.deps import ActivityDeps
     from durable_agents.checkpoint.format import ToolCall
@@ -424,6 +425,8 @@ async def test_deciding_again_answers_what_was_recorded_and_takes_no_second_use(
         again = decide(inp)
         assert first.verdict.source == again.verdict.source == "grant"
         assert again.verdict.grant_id == "g-retry" and first.recorded_through == again.recorded_through
+        resumed = decide(inp.model_copy(update={"approval_id": "resumed-1"}))  # a new run, the same call
+        assert (resumed.verdict.source, resumed.verdict.grant_id) == ("grant", "g-retry")
         assert policy_book_for(store).get_grant("g-retry").uses == 1
         assert [d.approval_id for d in store.load(sid).decisions] == ["retry-1"]
         await client.cancel(sid)
