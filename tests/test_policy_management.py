@@ -140,3 +140,39 @@ async def test_writers_at_once_and_around_the_workflows_end_all_get_their_change
             await asyncio.sleep(pause)
         assert client.policy(agent=AGENT_NAME).version == 15
         assert len({c.changed_by for c in client.policy_changes(agent=AGENT_NAME)}) == 5
+
+
+async def test_on_a_postgresql_store_the_worker_the_client_and_another_process_share_it(
+    env, postgres_url: str, task_queue: str, tmp_path
+) -> None:
+    """A worker on a PostgreSQL store checks and writes the policy; a client process of the CLI
+    on the same database reads it back, with its audit, and a grant made there."""
+    import subprocess
+    import sys
+
+    from durable_agents import build_worker
+    from durable_agents.checkpoint import PostgresStore
+    from durable_agents.client import AgentClient
+
+    store = PostgresStore(postgres_url)
+    try:
+        async with build_worker(env.client, agents=[payer], store=store, task_queue=task_queue):
+            client = AgentClient(env.client, store, task_queue)
+            before = client.policy(agent=AGENT_NAME).version
+            stored = await client.set_policy(SMALL, agent=AGENT_NAME, by="pg-alice", expected_version=before)
+            assert stored.version == before + 1
+        grant = client.grant("agent", "charge_card", agent=AGENT_NAME, max_uses=1, by="pg-alice")
+        cli = [sys.executable, "-m", "durable_agents.cli", "--store", postgres_url]
+        shown = subprocess.run(
+            [*cli, "policy", "show", "--agent", AGENT_NAME, "--json"], capture_output=True, text=True
+        )
+        assert shown.returncode == 0 and '"changedBy": "pg-alice"' in shown.stdout, shown.stderr
+        listed = subprocess.run(
+            [*cli, "grants", "list", "--agent", AGENT_NAME, "--live"], capture_output=True, text=True
+        )
+        assert grant.id in listed.stdout, (listed.stdout, listed.stderr)
+        revoked = subprocess.run([*cli, "grants", "revoke", grant.id, "--by", "pg-bob"], capture_output=True, text=True)
+        assert revoked.returncode == 0, revoked.stderr
+        assert grant.id not in [g.id for g in client.grants(agent=AGENT_NAME, live=True)]
+    finally:
+        store.close()
