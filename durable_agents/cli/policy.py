@@ -45,6 +45,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     _scope_flags(set_)
     set_.add_argument("--file", required=True, metavar="FILE", help="the policy, JSON ('-': read it from stdin)")
+    set_.add_argument(
+        "--check-against",
+        metavar="MODULE:ATTR",
+        help="check the policy against this Agent's tools here and write it to the store's policy book directly, "
+        "without Temporal or a worker (e.g. myapp.agents:booker)",
+    )
     _change_flags(set_)
     set_.set_defaults(func=cmd_set)
 
@@ -187,6 +193,10 @@ async def cmd_set(args: argparse.Namespace) -> int:
     document = _read_policy_file(args.file, "--file")
     if not isinstance(document, dict):
         raise UsageError(f"--file {args.file}: a policy is a JSON object")
+    if args.check_against is not None:
+        stored = _set_here(args, document)
+        _print_stored(args, stored, "set")
+        return 0
     client = await client_of(args)
     try:
         stored = await client.set_policy(
@@ -210,6 +220,22 @@ async def cmd_clear(args: argparse.Namespace) -> int:
         return _no_worker(e)
     _print_stored(args, stored, "cleared")
     return 0
+
+
+def _set_here(args: argparse.Namespace, document: dict[str, Any]) -> StoredPolicy:
+    """``policy set --check-against``: checked against an agent loaded here, written directly."""
+    from durable_agents._loading import load_object
+    from durable_agents.agent.agent import Agent
+
+    agent = load_object("--check-against", args.check_against, "myapp.agents:booker")
+    if not isinstance(agent, Agent):
+        raise UsageError(f"--check-against {args.check_against!r}: {type(agent).__name__} is not an Agent")
+    if args.agent is not None and agent.name != args.agent:
+        raise UsageError(f"--check-against {args.check_against!r} is agent {agent.name!r}, not --agent {args.agent!r}")
+    return _admin(args).set_policy(
+        document, against=agent, agent=args.agent, session_id=args.session, by=args.by,
+        expected_version=args.expected_version,
+    )  # fmt: skip
 
 
 def _no_worker(error: TimeoutError) -> int:

@@ -100,6 +100,30 @@ def test_no_worker_for_the_queue_is_one_line_and_changes_nothing(cli: Cli, tmp_p
     assert "nothing was changed" in out.stderr
 
 
+def test_set_checked_against_an_agent_here_without_temporal(cli: Cli, tmp_path: Path) -> None:
+    store = Cli(cli.address, cli.task_queue, tmp_path / "here.db")
+    policy = write(tmp_path, "policy.json", PAYMENTS_POLICY)
+    no_temporal = ["--address", "127.0.0.1:1"]  # nothing listens: the change must not need Temporal
+    out = store.ok("policy", "set", "--agent", "payments", "--file", policy, "--check-against", "tests.agents:payments_agent",
+                   *no_temporal)  # fmt: skip
+    assert "set: agent 'payments': version 1" in out, out
+    wrong = write(tmp_path, "wrong.json", {"allow": [{"name": "w", "tools": ["refund"]}]})
+    one_line_error(
+        store(
+            "policy", "set", "--agent", "payments", "--file", wrong, "--check-against", "tests.agents:payments_agent"
+        ),
+        2,
+        "no tool 'refund'",
+    )
+    one_line_error(
+        store(
+            "policy", "set", "--agent", "weather", "--file", policy, "--check-against", "tests.agents:payments_agent"
+        ),
+        2,
+        "not --agent 'weather'",
+    )
+
+
 # -- the backtest over 1,000 recorded decisions ------------------------------------------------
 
 
