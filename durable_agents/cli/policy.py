@@ -56,6 +56,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     show = commands.add_parser("show", help="the agent's or the session's policy now, with its version")
     _scope_flags(show)
+    show.add_argument(
+        "--effective",
+        action="store_true",
+        help="with --session: the policy its gated calls are decided under (the session's, plus its agent's deny "
+        "rules; the agent's when the session has none)",
+    )
     show.add_argument("--json", action="store_true", help="print it as JSON")
     show.set_defaults(func=cmd_show)
 
@@ -250,6 +256,8 @@ def _admin(args: argparse.Namespace) -> Any:
 
 
 async def cmd_show(args: argparse.Namespace) -> int:
+    if args.effective:
+        return _show_effective(args)
     stored = _admin(args).policy(agent=args.agent, session_id=args.session)
     if args.json:
         print(stored.model_dump_json(by_alias=True, indent=2))
@@ -260,6 +268,30 @@ async def cmd_show(args: argparse.Namespace) -> int:
     print(_stored_line(stored))
     if stored.policy is not None:
         print(json.dumps(stored.policy.to_dict(), indent=2, ensure_ascii=False))
+    return 0
+
+
+def _show_effective(args: argparse.Namespace) -> int:
+    from durable_agents.checkpoint.policy_book import effective_policy
+
+    if args.session is None:
+        raise UsageError("--effective is for a session (--session S): an agent's policy is its own")
+    header = store_of(args).load_header(args.session)
+    if header is None or not header.agent:
+        raise UsageError(f"no session {args.session!r} in the store: its agent (whose deny rules hold) is unknown")
+    admin = _admin(args)
+    agent, session = admin.policy(agent=header.agent), admin.policy(session_id=args.session)
+    policy = effective_policy(agent.policy, session.policy)
+    if args.json:
+        print_json(policy.to_dict() if policy is not None else None)
+        return 0
+    print(
+        f"session {args.session!r} of agent {header.agent!r}: agent policy v{agent.version}, session policy v{session.version}"
+    )
+    if policy is None:
+        print("no policy: every gated call asks a person")
+    else:
+        print(json.dumps(policy.to_dict(), indent=2, ensure_ascii=False))
     return 0
 
 

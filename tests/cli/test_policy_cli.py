@@ -93,6 +93,25 @@ def test_grants_add_list_revoke(cli: Cli) -> None:
     cli.ok("reject", sid)
 
 
+def test_a_sessions_effective_policy_keeps_its_agents_deny_rules(cli: Cli, tmp_path: Path) -> None:
+    sid = session_id("effective")
+    paused = RunResult.model_validate_json(cli.ok("run", "payments", "Charge the customer", "--session", sid, "--json"))
+    assert paused.finish_reason == "awaiting-approval"
+    deny = {
+        "deny": [{"name": "no-big", "tools": ["charge_card"], "when": [{"arg": "amount", "op": ">", "value": 100}]}]
+    }
+    here = ["--check-against", "tests.agents:payments_agent"]
+    cli.ok("policy", "set", "--agent", "payments", "--file", write(tmp_path, "deny.json", deny), *here)
+    cli.ok("policy", "set", "--session", sid, "--file", write(tmp_path, "allow.json", PAYMENTS_POLICY), *here)
+    effective = cli.read_json("policy", "show", "--session", sid, "--effective")
+    assert [r["name"] for r in effective["deny"]] == ["no-big"] and [r["name"] for r in effective["allow"]] == ["small"]
+    one_line_error(
+        cli.inproc("policy", "show", "--agent", "payments", "--effective"), 2, "--effective is for a session"
+    )
+    cli.ok("policy", "clear", "--agent", "payments")
+    cli.ok("reject", sid)
+
+
 def test_no_worker_for_the_queue_is_one_line_and_changes_nothing(cli: Cli, tmp_path: Path) -> None:
     policy = write(tmp_path, "policy.json", PAYMENTS_POLICY)
     out = cli("policy", "set", "--agent", "payments", "--file", policy, "--timeout", "2", "--task-queue", "nobody-here")
