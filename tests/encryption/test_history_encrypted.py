@@ -9,6 +9,7 @@ steps, tools and statuses; the search attributes stay readable (names only).
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 from google.protobuf.message import Message as ProtoMessage
@@ -55,15 +56,39 @@ def _payloads(message: ProtoMessage) -> list[Payload]:
     return found
 
 
+LOCAL_ACTIVITY_MARKER_FIELDS = frozenset(
+    {"seq", "attempt", "activity_id", "activity_type", "complete_time", "backoff", "original_schedule_time"}
+    | {"activation_index"}
+)
+"""What the SDK core records of a local activity call in its marker, unencoded."""
+
+
+def _encoded_payloads(event: HistoryEvent) -> list[Payload]:
+    """The event's payloads that went through the codec: the SDK core's own records aside,
+    which it writes unencoded and which hold no user content (checked here): a
+    ``workflow.patched()`` marker (its patch id), and a local activity marker's ``data``
+    (seq, attempt, activity type, times), whose result is encoded like any payload."""
+    marker = event.marker_recorded_event_attributes
+    if marker.marker_name == "core_patch":
+        return []
+    if marker.marker_name != "core_local_activity":
+        return _payloads(event)
+    core = marker.details["data"].payloads
+    assert core and all(p.metadata["encoding"] == b"json/plain" for p in core)
+    assert set(json.loads(core[0].data)) <= LOCAL_ACTIVITY_MARKER_FIELDS, core[0].data
+    result = [p for key, ps in marker.details.items() if key != "data" for p in ps.payloads]
+    assert result, (event.event_id, "a local activity marker without its result")
+    return result
+
+
 def assert_nothing_readable(events: list[HistoryEvent], strings: list[str]) -> None:
     assert events
     for event in events:
         raw = event.SerializeToString()
         for text in strings:
             assert text.encode() not in raw, f"{text!r} readable in event {event.event_id} ({event.event_type})"
-        if event.marker_recorded_event_attributes.marker_name == "core_patch":
-            continue  # workflow.patched() markers: the SDK writes their patch id unencoded
-        for payload in _payloads(event):
+        payloads = _encoded_payloads(event)
+        for payload in payloads:
             assert payload.metadata["encoding"] == ENCODING, (event.event_id, payload.metadata)
 
 
@@ -181,14 +206,7 @@ async def test_rotation_across_a_live_session(env, store, task_queue):
     assert done.finish_reason == "stop" and done.text == "All calls have results."
 
     events = await _events(env.client, sid)
-    ids = [  # workflow.patched() markers aside: the SDK writes their patch id unencoded
-        {p.metadata[KEY_ID_METADATA] for p in _payloads(e)}
-        for e in events
-        if e.marker_recorded_event_attributes.marker_name != "core_patch"
-    ]
-    written_before -= sum(
-        e.marker_recorded_event_attributes.marker_name == "core_patch" for e in events[:written_before]
-    )
+    ids = [{p.metadata[KEY_ID_METADATA] for p in _encoded_payloads(e)} for e in events]
     assert set().union(*ids[:written_before]) == {b"k1"}
     assert set().union(*ids[written_before:]) == {b"k2"}
     started = events[0].workflow_execution_started_event_attributes.input.payloads
