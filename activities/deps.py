@@ -85,14 +85,26 @@ class ActivityDeps:
         message is checked once, when it is read)."""
         return self.transcripts.read(self.store, session_id, lambda new: refuse_sealed(new, session_id))
 
+    def stored_turn(self, session_id: str, turn_position: int) -> Message:
+        """The stored turn at ``turn_position`` of a session whose run is live; a session gone
+        from the store stops the run with ``live_header``'s typed error naming it."""
+        found = self.store.load_messages(session_id, turn_position, turn_position + 1)
+        if not found:
+            self.live_header(session_id)  # raises CheckpointNotFoundError when the session is gone
+            raise CheckpointNotFoundError(
+                f"session {session_id!r} has no message at position {turn_position}, the turn its run is on",
+                session_id=session_id,
+            )
+        return found[0]
+
     def stored_call(self, session_id: str, turn_position: int, position: int) -> ToolCall:
         """The call (with its arguments) whose result goes at ``position``, from its stored turn."""
-        [turn] = self.store.load_messages(session_id, turn_position, turn_position + 1)
+        turn = self.stored_turn(session_id, turn_position)
         return (turn.tool_calls or [])[position - turn_position - 1]
 
     def stored_calls(self, session_id: str, turn_position: int, refs: list[ToolCall]) -> list[ToolCall]:
         """``refs`` (the last ``len(refs)`` calls of the stored turn) with their arguments."""
-        [turn] = self.store.load_messages(session_id, turn_position, turn_position + 1)
+        turn = self.stored_turn(session_id, turn_position)
         calls = turn.tool_calls or []
         stored = calls[len(calls) - len(refs) :] if refs else []
         assert [c.id for c in stored] == [r.id for r in refs], "the stored turn does not hold these calls"
