@@ -53,16 +53,20 @@ _ID_PREFIX = "durable-agents.policies"
 _ID_LIMIT = 1000
 
 
-def policies_workflow_id(target: PolicyTarget) -> str:
-    """``durable-agents.policies.agent.<agent>`` or ``durable-agents.policies.session.<session id>``
-    (a session id too long for Temporal's 1,000 bytes: its prefix and a hash of it)."""
+def policies_workflow_id(target: PolicyTarget, task_queue: str) -> str:
+    """``durable-agents.policies.agent.<agent>@<task queue>`` or
+    ``durable-agents.policies.session.<session id>@<task queue>`` (too long for Temporal's
+    1,000 bytes: its prefix and a hash of it). The task queue is in it because the change is
+    checked and written by a worker of that queue: a workflow left open on another queue (its
+    workers stopped before it ended) never holds up this one's changes."""
     kind, name = ("session", target.session_id) if target.session_id is not None else ("agent", target.agent)
+    name = f"{name}@{task_queue}"
     found = f"{_ID_PREFIX}.{kind}.{name}"
     if len(found.encode()) <= _ID_LIMIT:
         return found
-    digest = hashlib.sha256(str(name).encode()).hexdigest()[:16]
+    digest = hashlib.sha256(name.encode()).hexdigest()[:16]
     room = _ID_LIMIT - len(f"{_ID_PREFIX}.{kind}..{digest}")
-    prefix = str(name).encode()[:room].decode("utf-8", errors="ignore")
+    prefix = name.encode()[:room].decode("utf-8", errors="ignore")
     return f"{_ID_PREFIX}.{kind}.{prefix}.{digest}"
 
 

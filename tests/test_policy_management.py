@@ -50,6 +50,27 @@ async def test_set_read_clear_through_a_worker(run_worker, store: SqliteStore) -
         assert changes[0].cleared
 
 
+async def test_a_policy_workflow_left_open_on_another_task_queue_does_not_hold_up_a_change(env, run_worker) -> None:
+    """A fleet on another task queue whose workers stopped before its ApprovalPolicies workflow
+    ended (a test's worker, a deploy) leaves it open; a change of the same agent's policy on
+    this queue still goes through at once (the workflow id names the queue). Seen failing in
+    the suite: the change went to the open workflow, no worker answered, TimeoutError at 30 s."""
+    from durable_agents.activities.policies import PolicyTarget, policies_workflow_id
+    from durable_agents.workflows.policies import POLICIES_WORKFLOW
+
+    dead_queue = f"gone-{uuid.uuid4().hex[:8]}"
+    target = PolicyTarget(agent=AGENT_NAME)
+    left = await env.client.start_workflow(
+        POLICIES_WORKFLOW, target.to_dict(), id=policies_workflow_id(target, dead_queue), task_queue=dead_queue
+    )
+    try:
+        async with run_worker([payer]) as client:
+            stored = await client.set_policy(SMALL, agent=AGENT_NAME, by="alice", timeout=10)
+            assert stored.version >= 1 and client.policy(agent=AGENT_NAME).version == stored.version
+    finally:
+        await left.terminate(reason="test over")
+
+
 async def test_a_rule_on_an_argument_the_tool_lacks_is_refused_when_set(run_worker) -> None:
     async with run_worker([payer]) as client:
         wrong = {"allow": [{"name": "r", "tools": ["charge_card"], "when": [{"arg": "amount", "op": "<", "value": 9}]}]}

@@ -295,7 +295,7 @@ async def change_through_temporal(
 
     name = SET_POLICY_UPDATE if isinstance(request, SetPolicyRequest) else CLEAR_POLICY_UPDATE
     scope = str(target.scope)
-    workflow_id = policies_workflow_id(target)
+    workflow_id = policies_workflow_id(target, task_queue)
     for attempt in range(3):
         start: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
             POLICIES_WORKFLOW,

@@ -19,6 +19,7 @@ from pathlib import Path
 from temporalio.client import Client
 
 from durable_agents import AgentClient, build_worker
+from durable_agents.activities.policies import PolicyTarget, policies_workflow_id
 from durable_agents.checkpoint import SqliteStore
 from durable_agents.client.connection import data_converter
 from durable_agents.devserver import DevServer
@@ -104,7 +105,9 @@ async def main() -> None:
                 await _save(client, "approval_policy_v10", "approval_policy_v10")
             if not only or "approval_policies_v11" in only:  # the ApprovalPolicies workflow: a set, refused, then set
                 await _policy_changes(agent_client)
-                await _save(client, "approval_policies_v11", "durable-agents.policies.agent.payments")
+                await _save(
+                    client, "approval_policies_v11", policies_workflow_id(PolicyTarget(agent="payments"), queue)
+                )
 
 
 async def _policy_run(agent_client: AgentClient, store: SqliteStore) -> None:
@@ -141,7 +144,8 @@ async def _policy_changes(agent_client: AgentClient) -> None:
     refused = agent_client.set_policy(wrong, agent="payments", by="recorder")
     results = await asyncio.gather(first, refused, return_exceptions=True)
     assert not isinstance(results[0], BaseException) and isinstance(results[1], ConfigurationError), results
-    await agent_client.temporal.get_workflow_handle("durable-agents.policies.agent.payments").result()
+    wid = policies_workflow_id(PolicyTarget(agent="payments"), agent_client.task_queue)
+    await agent_client.temporal.get_workflow_handle(wid).result()
 
 
 async def _save(client: Client, name: str, workflow_id: str, run_id: str | None = None) -> None:

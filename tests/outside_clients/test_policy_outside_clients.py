@@ -47,7 +47,7 @@ async def set_policy(o: Outside, agent: str, request: dict[str, Any] | str, work
         "--type",
         "ApprovalPolicies",
         "--workflow-id",
-        workflow_id or f"durable-agents.policies.agent.{agent}",
+        workflow_id or f"durable-agents.policies.agent.{agent}@{o.task_queue}",
         "--input",
         json.dumps({"agent": agent}),
         "--id-conflict-policy",

@@ -1,6 +1,6 @@
 // Sets an agent's approval policy with Temporal's Node client (@temporalio/client), as a
 // user's Node service would: update-with-start of the `ApprovalPolicies` workflow's
-// `set_policy` update (workflow id durable-agents.policies.agent.<agent>).
+// `set_policy` update (workflow id durable-agents.policies.agent.<agent>@<task queue>, as our client names it).
 //
 // Input: one JSON object on stdin:
 //   {"clientDir": ".node-client folder", "address": "host:port", "namespace": "default",
@@ -30,7 +30,7 @@ async function main() {
   try {
     const client = new Client({ connection, namespace: args.namespace ?? "default" });
     const start = new WithStartWorkflowOperation("ApprovalPolicies", {
-      workflowId: `durable-agents.policies.agent.${args.agent}`,
+      workflowId: `durable-agents.policies.agent.${args.agent}@${args.taskQueue}`,
       taskQueue: args.taskQueue,
       args: [{ agent: args.agent }],
       workflowIdConflictPolicy: "USE_EXISTING",
