@@ -23,6 +23,7 @@ import importlib
 import inspect
 import json
 import time
+import uuid
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -38,12 +39,24 @@ from durable_agents.activities.approvals import (
 )
 from durable_agents.activities.contracts import ApprovalDecision, PolicyVerdict, RecordDecisionInput
 from durable_agents.activities.deps import ActivityDeps, policy_book
+from durable_agents.activities.events import streams, write_events_now
 from durable_agents.activities.keys import idempotency_key
+from durable_agents.activities.step_events import approval_decided
 from durable_agents.checkpoint.approval_decision import PolicyDecision, decide
 from durable_agents.checkpoint.approval_grants import Grant
 from durable_agents.checkpoint.approval_policy import CriteriaSet, EvaluatorRef, PolicyCall
-from durable_agents.checkpoint.format import Decision, Evaluation, FormatModel, Message, Role, ToolCall, Usage
+from durable_agents.checkpoint.format import (
+    CheckpointHeader,
+    Decision,
+    Evaluation,
+    FormatModel,
+    Message,
+    Role,
+    ToolCall,
+    Usage,
+)
 from durable_agents.checkpoint.pricing import cost_usd, price_of
+from durable_agents.checkpoint.run_config import RunConfig
 from durable_agents.providers.base import ModelRequest
 from durable_agents.providers.registry import split_model_string
 
@@ -146,42 +159,15 @@ class PolicyDecisionActivities:
             )
         if kept is not None:  # a retry or a resume: the decision recorded is the decision
             return self._recorded(record_inp, kept)
-        book = policy_book(deps)
-        if book is None:
-            return DecideByPolicyOutput(verdict=PolicyVerdict(outcome="ask-person", reason="no policy book"))
         call = inp.call
         if inp.turn_position is not None:
             call = deps.stored_call(inp.session_id, inp.turn_position, position)
-        policy_call = PolicyCall(agent=inp.agent, session_id=inp.session_id, tool=call.name, arguments=call.arguments)
-        now = datetime.now(UTC)  # the activity's clock: a grant's expiry is judged at each decision
-        found = book.decision_inputs(inp.agent, inp.session_id, now, tool=call.name)
-        grants: list[Grant] = list(found.grants)
-        while True:
-            decision = decide(found.policy, grants, policy_call, now)
-            if decision.layer != "grant" or decision.grant_id is None:
-                break
-            used = book.use_grant(decision.grant_id, idempotency_key(header, position), now)
-            if used.approved:
-                if used.grant_id != decision.grant_id:  # this call used another grant before
-                    decision = decision.model_copy(update={"grant_id": used.grant_id})
-                break
-            grants = [g for g in grants if g.id != decision.grant_id]  # revoked, used up meanwhile
-        verdict = _verdict(decision, found.agent_policy_version, found.session_policy_version)
-        if decision.outcome == "ask-evaluator":
-            assert found.policy is not None and found.policy.auto is not None
-            auto, criteria = found.policy.auto, found.policy.auto.criteria_for(policy_call)
-            assert criteria is not None
-            return DecideByPolicyOutput(
-                verdict=verdict,
-                auto=AutoModeCall(
-                    evaluator=auto.evaluator,
-                    criteria=criteria,
-                    min_confidence=criteria.min_confidence
-                    if criteria.min_confidence is not None
-                    else auto.min_confidence,
-                    timeout_seconds=auto.timeout_seconds,
-                ),
-            )
+        ruled = policy_decision(deps, header, inp.agent, inp.session_id, call, position)
+        if ruled is None:
+            return DecideByPolicyOutput(verdict=PolicyVerdict(outcome="ask-person", reason="no policy book"))
+        decision, verdict, auto = ruled
+        if auto is not None:
+            return DecideByPolicyOutput(verdict=verdict, auto=auto)
         if not decision.decided:
             return DecideByPolicyOutput(verdict=verdict)
         approved = decision.outcome == "approve"
@@ -200,18 +186,7 @@ class PolicyDecisionActivities:
 
     def _recorded(self, inp: RecordDecisionInput, kept: Decision) -> DecideByPolicyOutput:
         source = kept.source if kept.source in _SOURCES else None
-        verdict = PolicyVerdict(
-            outcome="approve" if kept.approved else "deny",
-            source=source,
-            reason=kept.reason or "",
-            rule=kept.rule,
-            grant_id=kept.grant_id,
-            criteria=kept.criteria,
-            policy_version=kept.policy_version,
-            agent_policy_version=kept.agent_policy_version,
-            session_policy_version=kept.session_policy_version,
-            arguments_digest=kept.arguments_digest,
-        )
+        verdict = _kept_verdict(kept)
         inp = inp.model_copy(
             update={"decision": ApprovalDecision(approval_id=kept.approval_id, approved=kept.approved)}
         )
@@ -289,6 +264,230 @@ class PolicyDecisionActivities:
         price = price_of(model)
         usage = response.usage
         return parse_verdict(response.message.content or ""), usage, cost_usd(usage, price) if price else None
+
+
+def policy_decision(
+    deps: ActivityDeps, header: CheckpointHeader, agent: str, session_id: str, call: ToolCall, position: int
+) -> tuple[PolicyDecision, PolicyVerdict, AutoModeCall | None] | None:
+    """The policy's decision on the gated call at ``position`` (its arguments as the model gave
+    them), at this activity's clock: a grant's expiry is judged at each decision. A grant that
+    approves it gives up one use (``use_grant``, keyed by the call's idempotency key: a retry or
+    a resume takes nothing more); one revoked or used up meanwhile is passed over. With the
+    auto mode's call when the verdict is ``ask-evaluator``. None: the store has no policy book.
+    In the store call of the activity that decides."""
+    book = policy_book(deps)
+    if book is None:
+        return None
+    policy_call = PolicyCall(agent=agent, session_id=session_id, tool=call.name, arguments=call.arguments)
+    now = datetime.now(UTC)
+    found = book.decision_inputs(agent, session_id, now, tool=call.name)
+    grants: list[Grant] = list(found.grants)
+    while True:
+        decision = decide(found.policy, grants, policy_call, now)
+        if decision.layer != "grant" or decision.grant_id is None:
+            break
+        used = book.use_grant(decision.grant_id, idempotency_key(header, position), now)
+        if used.approved:
+            if used.grant_id != decision.grant_id:  # this call used another grant before
+                decision = decision.model_copy(update={"grant_id": used.grant_id})
+            break
+        grants = [g for g in grants if g.id != decision.grant_id]  # revoked, used up meanwhile
+    verdict = _verdict(decision, found.agent_policy_version, found.session_policy_version)
+    if decision.outcome != "ask-evaluator":
+        return decision, verdict, None
+    assert found.policy is not None and found.policy.auto is not None
+    auto, criteria = found.policy.auto, found.policy.auto.criteria_for(policy_call)
+    assert criteria is not None
+    return (
+        decision,
+        verdict,
+        AutoModeCall(
+            evaluator=auto.evaluator,
+            criteria=criteria,
+            min_confidence=criteria.min_confidence if criteria.min_confidence is not None else auto.min_confidence,
+            timeout_seconds=auto.timeout_seconds,
+        ),
+    )
+
+
+def in_turn_approval_id(header: CheckpointHeader, position: int) -> str:
+    """The approval id of a call the policy approves in its model turn: the same on every
+    attempt and resume (the call's idempotency key as a UUID)."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"durable-agents:policy/{idempotency_key(header, position)}"))
+
+
+class InTurn(FormatModel):
+    """The approval policy's approvals of a turn's gated calls, by their index in the turn."""
+
+    approved: dict[int, PolicyVerdict] = Field(default_factory=dict)
+    records: dict[int, Decision] = Field(default_factory=dict)
+    """The decisions of ``approved`` to record (those not recorded yet)."""
+
+
+def plan_in_turn(
+    deps: ActivityDeps, config: RunConfig, header: CheckpointHeader, turn_position: int, calls: list[ToolCall]
+) -> InTurn:
+    """The turn's gated calls the approval policy approves, decided in the model activity that
+    stores the turn, before any call runs: their decisions are recorded with the turn (one
+    write: :func:`settle_in_turn` then takes their grants' uses), and they run as ungated calls
+    do, with no activity of their own for the decision (issue 42: a rule- or grant-approved
+    step costs what an ungated one does). A call the policy denies or leaves to the evaluator
+    or a person is left to the workflow (``decide_by_policy`` decides it again, as it decides
+    a call of an older history); so are calls gated by an approval rule function (the workflow
+    asks the rule first). ``header``: the session's, with the turn. A retried or resumed turn
+    finds its decisions recorded: those approvals stand, nothing is decided again. In the store
+    call of the activity."""
+    specs = {spec.name: spec for spec in config.tools}
+    gated = [
+        i
+        for i, call in enumerate(calls)
+        if (spec := specs.get(call.name)) is not None and spec.needs_approval and not spec.approval_conditional
+    ]
+    plan = InTurn()
+    if not gated:
+        return plan
+    book = policy_book(deps)
+    if book is None:
+        return plan
+    batch_start, ids, now = turn_position + 1, [call.id for call in calls], datetime.now(UTC)
+    for index in gated:
+        call, position = calls[index], batch_start + index
+        kept = next(
+            (d for d in reversed(header.decisions or []) if d.position == position and d.tool_call_id == call.id),
+            None,
+        )
+        if kept is not None:  # decided before (a retried or resumed turn): approved by policy, it runs
+            if kept.approved and kept.source in _SOURCES:
+                plan.approved[index] = _kept_verdict(kept)
+            continue  # anything else (a person's decision, a denial) the workflow carries out
+        policy_call = PolicyCall(
+            agent=config.agent, session_id=header.session_id, tool=call.name, arguments=call.arguments
+        )
+        found = book.decision_inputs(config.agent, header.session_id, now, tool=call.name)
+        decision = decide(found.policy, found.grants, policy_call, now)  # (a grant's use: settle_in_turn)
+        if decision.outcome != "approve":
+            continue
+        verdict = _verdict(decision, found.agent_policy_version, found.session_policy_version)
+        record_inp = RecordDecisionInput(
+            session_id=header.session_id,
+            decision=ApprovalDecision(approval_id=in_turn_approval_id(header, position), approved=True),
+            call=call,
+            batch_start=batch_start,
+            batch=ids,
+            index=index,
+            agent=config.agent,
+            source=verdict.source,
+            policy=verdict,
+        )
+        plan.approved[index] = verdict
+        plan.records[index] = decision_record(record_inp, call.arguments)
+    return plan
+
+
+def with_in_turn(header: CheckpointHeader, plan: InTurn) -> CheckpointHeader:
+    """``header`` with the plan's decisions recorded (to store with the turn)."""
+    if not plan.records:
+        return header
+    return header.model_copy(update={"decisions": [*(header.decisions or []), *plan.records.values()]})
+
+
+def settle_in_turn(
+    deps: ActivityDeps, header: CheckpointHeader, turn_position: int, calls: list[ToolCall], plan: InTurn
+) -> dict[int, PolicyVerdict]:
+    """Once the plan's decisions are recorded (with the turn, or after it for a turn stored
+    before): each grant approving a call gives up one use (``use_grant``, keyed by the call's
+    idempotency key: a retry or a resume takes nothing more). A grant revoked, expired or used
+    up since the plan read it takes its decision back (the call has not run: nothing runs
+    before this) and leaves the call to the workflow: ``maxUses`` is never exceeded. Writes
+    the decisions' events when the run streams. The approvals that stand. In the store call of
+    the activity."""
+    approved = dict(plan.approved)
+    if not approved:
+        return approved
+    book = policy_book(deps) if any(v.source == "grant" for v in approved.values()) else None
+    taken_back: set[int] = set()
+    if book is not None:
+        now = datetime.now(UTC)
+        for index, verdict in plan.approved.items():
+            if verdict.source != "grant" or verdict.grant_id is None:
+                continue
+            used = book.use_grant(verdict.grant_id, idempotency_key(header, turn_position + 1 + index), now)
+            if not used.approved:
+                taken_back.add(index)
+                del approved[index]
+    if taken_back:  # (rare: a grant changed between the read and the use) the decisions are taken back
+        live = deps.live_header(header.session_id)
+        dropped = {(turn_position + 1 + i, calls[i].id) for i in taken_back}
+        kept = [d for d in live.decisions or [] if (d.position, d.tool_call_id) not in dropped]
+        deps.store.append(live.model_copy(update={"decisions": kept, "updated_at": None}), live.message_count, [])
+    if plan.records and streams(header):
+        ids = [call.id for call in calls]
+        write_events_now(
+            deps,
+            header.session_id,
+            [
+                approval_decided(
+                    RecordDecisionInput(
+                        session_id=header.session_id,
+                        decision=ApprovalDecision(approval_id=record.approval_id, approved=True),
+                        call=calls[index],
+                        batch_start=turn_position + 1,
+                        batch=ids,
+                        index=index,
+                    ),
+                    record,
+                )
+                for index, record in plan.records.items()
+                if index in approved
+            ],
+        )
+    return approved
+
+
+def store_turn(
+    deps: ActivityDeps, header: CheckpointHeader, position: int, turn: Message, decide: bool
+) -> dict[int, PolicyVerdict] | None:
+    """Store a new model turn at ``position`` (``append_new``) and, when ``decide``, the approval
+    policy's approvals of its gated calls with it (:func:`plan_in_turn`, :func:`settle_in_turn`),
+    in one store call. The approvals that stand; None when another attempt stored its turn first
+    (nothing is written then)."""
+    calls = turn.tool_calls or []
+    plan = None
+    if decide and calls:
+        assert header.run_config is not None
+        plan = plan_in_turn(deps, header.run_config, header, position, calls)
+        header = with_in_turn(header, plan)
+    if not deps.store.append_new(header, position, [turn]):
+        return None
+    return {} if plan is None else settle_in_turn(deps, header, position, calls, plan)
+
+
+def decide_in_turn(
+    deps: ActivityDeps, config: RunConfig, session_id: str, turn_position: int, calls: list[ToolCall]
+) -> dict[int, PolicyVerdict]:
+    """:func:`plan_in_turn` and :func:`settle_in_turn` for a turn stored before (a retried or
+    resumed model turn): decisions not recorded yet are recorded first, in one write."""
+    header = deps.live_header(session_id)
+    plan = plan_in_turn(deps, config, header, turn_position, calls)
+    if plan.records:
+        written = with_in_turn(header, plan).model_copy(update={"updated_at": None})
+        deps.store.append(written, header.message_count, [])
+    return settle_in_turn(deps, header, turn_position, calls, plan)
+
+
+def _kept_verdict(kept: Decision) -> PolicyVerdict:
+    return PolicyVerdict(
+        outcome="approve" if kept.approved else "deny",
+        source=kept.source if kept.source in _SOURCES else None,
+        reason=kept.reason or "",
+        rule=kept.rule,
+        grant_id=kept.grant_id,
+        criteria=kept.criteria,
+        policy_version=kept.policy_version,
+        agent_policy_version=kept.agent_policy_version,
+        session_policy_version=kept.session_policy_version,
+        arguments_digest=kept.arguments_digest,
+    )
 
 
 def judged(evaluation: Evaluation) -> Evaluation:

@@ -224,6 +224,10 @@ class ModelTurnInput(StepPayload):
     tools_seconds: float = 0.0
     """Time the workflow added to this attempt for the turn's calls: a local step runs them in its
     model activity (:func:`~durable_agents.activities.tools.run_in_turn`). 0: the workflow runs them."""
+    decide_gated: bool = False
+    """The approval policy decides the turn's gated calls in this activity once the turn is
+    stored (:func:`~durable_agents.activities.approval_policy.decide_in_turn`); False in older
+    histories: each gated call is decided in its own local activity."""
 
 
 class ModelTurnOutput(StepPayload):
@@ -251,6 +255,9 @@ class ModelTurnOutput(StepPayload):
     tools_recorded_through: int | None = None
     """The turn's calls ran in this activity (a local step): the message count after their results.
     None: the workflow runs them, each as its own activity."""
+    policy_approved: dict[int, PolicyVerdict] = Field(default_factory=dict)
+    """The gated calls (by their index in the turn) the approval policy approved in this activity, each decision
+    recorded: they run as ungated calls do (``decide_gated``)."""
 
 
 class ExecuteToolInput(StepPayload):

@@ -15,6 +15,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from durable_agents.activities import metrics, tracing
+from durable_agents.activities.approval_policy import decide_in_turn, store_turn
 from durable_agents.activities.budget_wait import within_budget
 from durable_agents.activities.context import build_context
 from durable_agents.activities.contracts import (
@@ -144,19 +145,37 @@ class ModelActivities:
             updated = header.model_copy(
                 update={**grown, "status": CheckpointStatus.IN_PROGRESS, "finish_reason": None, "updated_at": None}
             )
-        if not await self.deps.in_store(store.append_new, updated, inp.position, [turn]):
+        # the approval policy's approvals of the turn's gated calls are stored with it (one store call)
+        decide = inp.decide_gated and bool(turn.tool_calls)
+        approvals = await self.deps.in_store(store_turn, self.deps, updated, inp.position, turn, decide)
+        if approvals is None:
             return await self._stored_first(asked, raced)
         if events is not None:
             await events.stored(turn, response.usage, usage)
-        return await self._run_calls(_turn_output(turn, usage, **moved), updated, turn, inp)
+        output = _turn_output(turn, usage, **moved)
+        if approvals:
+            output = output.model_copy(update={"policy_approved": approvals})
+        return await self._run_calls(output, updated, turn, inp, decided=decide)
 
     async def _run_calls(
-        self, output: ModelTurnOutput, header: CheckpointHeader, turn: Message, inp: ModelTurnInput
+        self,
+        output: ModelTurnOutput,
+        header: CheckpointHeader,
+        turn: Message,
+        inp: ModelTurnInput,
+        *,
+        decided: bool = False,
     ) -> ModelTurnOutput:
-        """A local step runs its turn's calls here, when it may (:func:`runs_in_turn`)."""
+        """A local step runs its turn's calls here, when it may (:func:`runs_in_turn`); first the
+        approval policy approves its gated calls it may (``decided``: they were, with the turn)."""
         config, calls = header.run_config, turn.tool_calls or []
         assert config is not None
-        if not inp.tools_seconds or not calls or not runs_in_turn(config, self.deps.agent(config.agent), calls):
+        approved = output.policy_approved
+        if inp.decide_gated and calls and not decided:  # a turn stored before: its approvals, before any call runs
+            approved = await self.deps.in_store(decide_in_turn, self.deps, config, inp.session_id, inp.position, calls)
+            output = output.model_copy(update={"policy_approved": approved})
+        agent = self.deps.agent(config.agent)
+        if not inp.tools_seconds or not calls or not runs_in_turn(config, agent, calls, approved=set(approved)):
             return output
         recorded = await run_in_turn(self.tools, config, inp.session_id, inp.step, inp.position, calls)
         return output.model_copy(update={"tools_recorded_through": recorded})

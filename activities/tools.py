@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import json
 import time
+from collections.abc import Set
 from dataclasses import dataclass
 from typing import Any
 
@@ -282,13 +283,16 @@ class ToolActivities:
 # -- a local step's calls, run in its model activity ---------------------------------------------
 
 
-def runs_in_turn(config: RunConfig, agent: Agent, calls: list[ToolCall]) -> bool:
+def runs_in_turn(config: RunConfig, agent: Agent, calls: list[ToolCall], approved: Set[int] = frozenset()) -> bool:
     """Whether a turn's calls can all run in its model activity (:meth:`RunConfig.runs_in_turn`),
-    each with this worker's tool of its name."""
+    each with this worker's tool of its name; ``approved``: gated calls the approval
+    policy approved (by their index), which run as ungated ones do."""
     specs = {spec.name: spec for spec in config.tools}
     return all(
-        (spec := specs.get(call.name)) is not None and config.runs_in_turn(spec) and agent.tool_named(call.name)
-        for call in calls
+        (spec := specs.get(call.name)) is not None
+        and config.runs_in_turn(spec, approved=index in approved)
+        and agent.tool_named(call.name)
+        for index, call in enumerate(calls)
     )
 
 

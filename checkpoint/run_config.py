@@ -114,14 +114,15 @@ class RunConfig(FormatModel):
             return tool_timeout is None or tool_timeout <= AUTO_LOCAL_TOOL_SECONDS
         return mode == "local"
 
-    def runs_in_turn(self, spec: ToolSpec) -> bool:
+    def runs_in_turn(self, spec: ToolSpec, *, approved: bool = False) -> bool:
         """Whether a call of this tool can run in its local step's model turn (one local activity
         a step): a tool of the agent's own (not an MCP tool, not a sub-agent) that runs locally and
-        waits for no one (no approval, no approval rule: the workflow holds those)."""
+        waits for no one (no approval, no approval rule: the workflow holds those; ``approved``:
+        the approval policy approved this call in its turn)."""
         return (
             spec.subagent is None
             and spec.mcp_server is None
-            and not spec.needs_approval
+            and (approved or not spec.needs_approval)
             and not spec.approval_conditional
             and self.runs_locally(spec.timeout_seconds)
         )

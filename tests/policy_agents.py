@@ -17,6 +17,7 @@ from pydantic import BaseModel
 
 from durable_agents import Agent, ScriptedToolCall, ScriptedTurn, ToolContext, register_script, tool
 from durable_agents.checkpoint import Message, Role
+from durable_agents.testing import CrashWindow, crash_point
 
 CALL_LOG: list[tuple[str, dict]] = []
 
@@ -35,6 +36,9 @@ async def pay(args: PayArgs, ctx: ToolContext) -> dict:
         with open(log, "a") as f:
             line = {"session": ctx.session_id, "call": ctx.tool_call_id, "pid": os.getpid(), **args.model_dump()}
             f.write(json.dumps(line) + "\n")
+    # a worker armed with this window SIGKILLs itself here once per session (the payment made,
+    # its result not recorded): how a test crashes a run between a policy's decision and the result
+    crash_point(CrashWindow.AFTER_TOOL_BEFORE_RECORD, ctx.session_id, tool_call_id=ctx.tool_call_id)
     return {"paid": args.amount_cents, "key": ctx.idempotency_key}
 
 
@@ -60,9 +64,11 @@ def _payments_with(tool_name: str):
 register_script("payments", _payments_with("pay"))
 register_script("payments-soon", _payments_with("pay_soon"))
 payer = Agent(name="payer", model="scripted:payments", tools=[pay])
+payer_local = Agent(name="payer-local", model="scripted:payments", tools=[pay], local_activities=True)
+"""``payer`` on local activities: a call the policy approves runs in its model turn."""
 hasty = Agent(name="hasty", model="scripted:payments-soon", tools=[pay_soon])
 
-ALL = [payer, hasty]
+ALL = [payer, payer_local, hasty]
 
 
 # -- evaluators (``python: "tests.policy_agents:<name>"``) ---------------------------------------

@@ -63,13 +63,41 @@ async def test_rules_approve_and_deny_gated_calls_and_say_why(run_worker, store)
     assert first["paid"] == 1000 and third["paid"] == 2000
     assert denied["error"] == "denied by the approval policy"
     assert "no big payments" in denied["note"] and "amount_cents > 5000" in denied["note"]
-    decisions = store.load(sid).decisions
+    # in the order they were made: the turn's approvals first (in its model activity), then the denial
+    decisions = sorted(store.load(sid).decisions, key=lambda d: d.position)
     assert [(d.source, d.rule, d.approved, d.policy_version) for d in decisions] == [
         ("allow-rule", "small payments", True, stored.version),
         ("deny-rule", "no big payments", False, stored.version),
         ("allow-rule", "small payments", True, stored.version),
     ]
     assert all(d.reason and d.arguments_digest and d.decided_by is None for d in decisions)
+
+
+@pytest.mark.parametrize("agent", ["payer", "payer-local"])
+async def test_calls_the_policy_approves_run_as_ungated_calls_do(run_worker, store, env, agent):
+    """A call a rule or a grant approves is decided in the model activity that stored its turn:
+    no activity of its own for the decision, and a local step runs it in its model turn (one
+    local activity a step, as for an ungated call)."""
+    policy_agents.CALL_LOG.clear()
+    tiny = {"name": "tiny payments", "tools": ["pay"], "when": [{"arg": "amount_cents", "op": "<=", "value": 1000}]}
+    set_policy(store, {"deny": [BIG], "allow": [tiny]}, agent=agent)
+    add_grant(store, f"g-{agent}", max_uses=1)
+    sid = session_id()
+    async with run_worker([policy_agents.payer, policy_agents.payer_local]) as client:
+        result = await client.send(agent, "3000 1000", session_id=sid)  # 3000 by the grant, 1000 by the rule
+    assert result.finish_reason == FinishReason.STOP and paid() == [3000, 1000]
+    decisions = sorted(store.load(sid).decisions, key=lambda d: d.position)
+    assert [(d.source, d.approved) for d in decisions] == [("grant", True), ("allow-rule", True)]
+    types: list[str] = []
+    async for event in env.client.get_workflow_handle(sid).fetch_history_events():
+        if event.HasField("activity_task_scheduled_event_attributes"):
+            types.append(event.activity_task_scheduled_event_attributes.activity_type.name)
+        elif event.marker_recorded_event_attributes.marker_name == "core_local_activity":
+            data = event.marker_recorded_event_attributes.details["data"].payloads[0].data
+            types.append(json.loads(data)["activity_type"])
+    assert "durable_agents.decide_by_policy" not in types
+    ran_alone = types.count("durable_agents.execute_tool")
+    assert ran_alone == (0 if agent == "payer-local" else 2)  # a local step ran both in its model turn
 
 
 async def test_no_policy_asks_a_person_as_before(run_worker, store):
@@ -95,7 +123,7 @@ async def test_a_grant_approves_until_its_uses_are_taken_and_a_deny_rule_beats_i
         assert (await client.pending_approval(sid)).arguments == {"amount_cents": 300}
         done = await client.reject(sid, paused.approval_id, decided_by="bob")
     assert done.finish_reason == FinishReason.STOP and paid() == [100, 200]
-    decisions = store.load(sid).decisions
+    decisions = sorted(store.load(sid).decisions, key=lambda d: d.position)  # (the grant's made first)
     assert [(d.source, d.grant_id or d.rule) for d in decisions] == [
         ("grant", "g-two"),
         ("deny-rule", "no big payments"),
@@ -296,7 +324,8 @@ async def test_current_details_and_the_event_stream_say_who_decided(run_worker, 
         details = await _details(env.client.get_workflow_handle(sid))
     assert "last decision: pay call_1_2 approved by allow rule 'tiny payments'" in details
     assert "policy v1" in details
-    decided = [e for e in events if e.type == "approval-decided"]
+    # as they were made (the turn's approvals in its model activity, then the denial), in call order here
+    decided = sorted((e for e in events if e.type == "approval-decided"), key=lambda e: e.tool_call_id)
     assert [(e.source, e.grant_id or e.rule, e.approved) for e in decided] == [
         ("grant", "g-events", True),
         ("deny-rule", "no big payments", False),

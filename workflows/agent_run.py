@@ -63,7 +63,12 @@ with workflow.unsafe.imports_passed_through():
     )
     from durable_agents.checkpoint.pricing import limit_reached
     from durable_agents.workflows import budget_waits, options, search  # budget_waits: issue 33
-    from durable_agents.workflows.approval_policy import APPROVAL_POLICY_PATCH, Evaluator, said
+    from durable_agents.workflows.approval_policy import (
+        APPROVAL_POLICY_IN_TURN_PATCH,
+        APPROVAL_POLICY_PATCH,
+        Evaluator,
+        said,
+    )
     from durable_agents.workflows.approvals import ApprovalGate, one_decision, too_large
     from durable_agents.workflows.contracts import (
         AGENT_RUN_WORKFLOW,
@@ -106,6 +111,8 @@ class AgentRunWorkflow:
         self._details = ""
         self._last_decision = ""
         """The run's latest decision by policy, in words (shown in Current Details)."""
+        self._policy_approved: dict[int, c.PolicyVerdict] = {}
+        """The last model turn's gated calls the approval policy approved (by index)."""
         self._budget_waits = budget_waits.BudgetWaits()  # rate-limit budgets (issue 33)
 
     # -- handlers (any Temporal client may call them: see the wire contract) -------------
@@ -344,7 +351,13 @@ class AgentRunWorkflow:
         # rate-limit budgets (issue 33): a wait for budget the call cannot make in its attempt comes back and
         # waits on a timer; after one, the run's turns have slack for a wait inside the attempt (the call keeps
         # its own timeout); a worker without budgets never hands one back (slack 0: the timeout as before)
-        tools_seconds = self._turn_tools_seconds()
+        # the approval policy decides the turn's gated calls in the model activity (issue 42: no
+        # activity of their own; a local step runs those it approves); before the patch each had a
+        # local activity of its own (decide_by_policy)
+        decide_gated = any(
+            spec.needs_approval and not spec.approval_conditional for spec in self.config.tools
+        ) and workflow.patched(APPROVAL_POLICY_IN_TURN_PATCH)
+        tools_seconds = self._turn_tools_seconds(decide_gated)
         turn = await self._budget_waits.turn(
             lambda slack: self._call(
                 ModelActivities.model_turn,
@@ -354,6 +367,7 @@ class AgentRunWorkflow:
                     step=step,
                     output_retries_used=self.state.output_retries,
                     tools_seconds=tools_seconds,
+                    decide_gated=decide_gated,
                 ),
                 timeout=self.config.model_timeout_seconds + slack + tools_seconds,
                 heartbeat=self.config.model_heartbeat_seconds,
@@ -369,16 +383,20 @@ class AgentRunWorkflow:
         self.state.arguments_in_store = turn.arguments_in_store
         self.state.message_count += turn.appended
         self.state.usage = turn.usage
+        self._policy_approved = turn.policy_approved
         return turn
 
-    def _turn_tools_seconds(self) -> float:
+    def _turn_tools_seconds(self, decide_gated: bool = False) -> float:
         """The time a local step's model turn gets for running the turn's calls itself (one local
         activity a step: docs/design.md §2): the longest of the agent's tools that could run so, and
         the margin a tool activity gets; 0 when the workflow runs the calls, as before the patch."""
         config = self.config
         if not config.runs_locally():
             return 0.0
-        longest = max((spec.timeout_seconds for spec in config.tools if config.runs_in_turn(spec)), default=None)
+        longest = max(
+            (spec.timeout_seconds for spec in config.tools if config.runs_in_turn(spec, approved=decide_gated)),
+            default=None,
+        )  # (decide_gated: a gated call the policy approves runs in the turn too)
         if longest is None or not workflow.patched(LOCAL_STEP_PATCH):
             return 0.0
         return longest + options.TOOL_TIMEOUT_MARGIN_SECONDS
@@ -555,10 +573,17 @@ class AgentRunWorkflow:
                 return await self._execute_tool(calls[index], batch, index)
 
         needs = await self._needs_approval(calls)
+        approved = {i: v for i, v in self._policy_approved.items() if i < len(calls) and needs[i]}
+        self._policy_approved = {}
+        for index in approved:  # approved by policy in the model turn: they run as ungated calls
+            needs[index] = False
         recorded = batch.start
         start = 0
         while start < len(calls):
             gated = next((i for i in range(start, len(calls)) if needs[i]), len(calls))
+            for index in range(start, gated):  # said in call order, with the decisions made here
+                if index in approved:
+                    self._noted(calls[index], approved[index])
             done = await self._run_batch([run_one(i) for i in range(start, gated)])
             recorded = max([recorded, *done])
             if gated == len(calls):
@@ -684,12 +709,16 @@ class AgentRunWorkflow:
     async def _ruled(self, ruled: DecideByPolicyOutput, call: ToolCall, batch: Batch, index: int) -> int:
         """A call the policy approved (it runs) or denied (its rejection is recorded)."""
         approved = ruled.verdict.outcome == "approve"
-        self._last_decision = f"{call.name} {call.id} {said(ruled.verdict)}"
-        metrics.approval(self.config.agent, "approved" if approved else "rejected")
-        self._set_details(f"tool {call.name} {said(ruled.verdict)}")
+        self._noted(call, ruled.verdict)
         if not approved:
             return ruled.recorded_through or batch.start
         return await self._execute_tool(call, batch, index)
+
+    def _noted(self, call: ToolCall, verdict: c.PolicyVerdict) -> None:
+        """The policy's decision on a call, said in Current Details and the approval metrics."""
+        self._last_decision = f"{call.name} {call.id} {said(verdict)}"
+        metrics.approval(self.config.agent, "approved" if verdict.outcome == "approve" else "rejected")
+        self._set_details(f"tool {call.name} {said(verdict)}")
 
     async def _wait_for_decision(
         self,

@@ -33,6 +33,11 @@ APPROVAL_POLICY_PATCH = "approval-policy"
 activity; a call the policy leaves to a person pauses as before (before: every gated call
 paused for a person)."""
 
+APPROVAL_POLICY_IN_TURN_PATCH = "approval-policy-in-turn"
+"""The model turn's activity decides the turn's gated calls by policy once the turn is stored;
+those it approves run as ungated calls do, with no activity for the decision (before: one local
+activity a gated call). Those it does not approve are decided as under ``approval-policy``."""
+
 EVALUATOR_RETRY = RetryPolicy(maximum_attempts=2, initial_interval=timedelta(seconds=1))
 """One more attempt (a lost worker); an evaluator that fails escalates, it is not retried on."""
 EVALUATOR_HEARTBEAT = timedelta(seconds=10)

@@ -108,6 +108,10 @@ class Dialect:
         return query if self.mark == "?" else query.replace("?", self.mark)
 
 
+_PARSED_HEADERS = 256
+"""Sessions whose last header read a store keeps parsed."""
+
+
 class SqlStore(CheckpointStore):
     """``CheckpointStore`` over the tables above, for any SQL ``dialect``."""
 
@@ -120,6 +124,9 @@ class SqlStore(CheckpointStore):
         self._lock = threading.RLock()
         self._cur: Any = None
         self._store_id: str | None = None
+        self._parsed: dict[str, tuple[str, CheckpointHeader]] = {}
+        """The last header read of recent sessions, with its stored text (:meth:`_parse_header`)."""
+        self._parsed_lock = threading.Lock()
 
     @property
     def store_id(self) -> str:
@@ -239,7 +246,20 @@ class SqlStore(CheckpointStore):
         return [Message.model_validate_json(body) for (body,) in rows]
 
     def _parse_header(self, raw: str, session_id: str) -> CheckpointHeader:
-        return self._parse(CheckpointHeader, raw, session_id)
+        """The header stored as ``raw``. A session's activities read its header several times a
+        step, often unchanged since the last read: the text read last is kept with what it
+        parsed to, and read again as a copy (a header's size grows with its decisions: issue 42)."""
+        with self._parsed_lock:
+            kept = self._parsed.get(session_id)
+        if kept is not None and kept[0] == raw:
+            return kept[1].model_copy()
+        header = self._parse(CheckpointHeader, raw, session_id)
+        with self._parsed_lock:
+            self._parsed.pop(session_id, None)
+            if len(self._parsed) >= _PARSED_HEADERS:
+                del self._parsed[next(iter(self._parsed))]
+            self._parsed[session_id] = (raw, header)
+        return header.model_copy()
 
     def _parse(self, model: type[Header], raw: str, session_id: str) -> Header:
         try:

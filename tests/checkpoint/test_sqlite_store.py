@@ -75,6 +75,29 @@ def test_round_trip_uses_camel_case_json(any_store):
     assert any_store.load("missing") is None
 
 
+def test_a_header_read_again_is_its_own_copy_and_a_write_from_elsewhere_is_seen(tmp_path):
+    # the store keeps the last header it parsed of a session (read again unchanged several times a
+    # step): a caller changing what it read changes nothing the next read gives, and another
+    # process's write (another store on the same file) is read, not the kept one
+    path = tmp_path / "s.db"
+    one, other = SqliteStore(path), SqliteStore(path)
+    try:
+        _grow(one, "a", 2)
+        first = one.load_header("a")
+        first.step_index = 99
+        first.usage = Usage(input_tokens=7)
+        again = one.load_header("a")
+        assert again is not first and again.step_index == 2 and again.usage == Usage()
+        _grow_from = other.load_header("a")
+        other.append(
+            _grow_from.model_copy(update={"message_count": 5, "step_index": 3, "updated_at": None}), 4, [_assistant(3)]
+        )
+        assert one.load_header("a").step_index == 3 and one.load_header("a").message_count == 5
+    finally:
+        one.close()
+        other.close()
+
+
 def test_rewriting_the_same_positions_is_idempotent(any_store):
     _grow(any_store, "a", 2)
     header = any_store.load_header("a")

@@ -15,11 +15,13 @@ from pathlib import Path
 import pytest
 
 from durable_agents import AgentClient, connect
+from durable_agents.activities.approval_policy import DECIDE_BY_POLICY
 from durable_agents.checkpoint import FinishReason, SqliteStore
+from durable_agents.checkpoint.approval_grants import Grant, GrantScope
 from durable_agents.checkpoint.policy_book import PolicyScope, policy_book_for
 from durable_agents.checkpoint.stores.postgres import PostgresStore
 from durable_agents.devserver import DevServer, free_port
-from durable_agents.testing import WorkerProcess
+from durable_agents.testing import CrashWindow, WorkerProcess
 from tests.conftest import session_id
 
 pytestmark = pytest.mark.integration
@@ -34,7 +36,9 @@ ALLOW_SMALL = {
 }
 
 
-def _worker(address: str, store_url: str, queue: str, folder: Path, name: str) -> WorkerProcess:
+def _worker(
+    address: str, store_url: str, queue: str, folder: Path, name: str, crash_window: CrashWindow | None = None
+) -> WorkerProcess:
     return WorkerProcess(
         [AGENTS],
         address=address,
@@ -43,6 +47,7 @@ def _worker(address: str, store_url: str, queue: str, folder: Path, name: str) -
         log_dir=folder / name,
         cwd=ROOT,
         env={"POLICY_TOOL_LOG": str(folder / "paid.jsonl")},
+        crash_window=crash_window,
     )
 
 
@@ -140,3 +145,59 @@ async def test_a_grants_expiry_holds_across_a_worker_sigkill_and_a_server_restar
         worker.stop()
         await asyncio.to_thread(server.stop)
         store.close()
+
+
+@pytest.mark.parametrize("agent", ["payer", "payer-local"])
+async def test_a_call_approved_in_its_model_turn_survives_a_worker_sigkill_with_one_decision_and_one_use(
+    env, tmp_path, agent
+):
+    """The policy approves a gated call in the model activity that stored the turn (its grant
+    used, its decision recorded, no activity of its own); the worker is SIGKILLed right after
+    the payment, before its result is recorded. A fresh worker finishes the run: the decision
+    is the one recorded (not made again), the grant was used once, and the payment is not
+    made a second time."""
+    queue = f"policy-in-turn-{uuid.uuid4().hex[:8]}"
+    address = env.client.service_client.config.target_host
+    store = SqliteStore(tmp_path / "store.db")
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    book = policy_book_for(store)
+    book.add_grant(
+        Grant(id="twice", scope=GrantScope(kind="tool", tool="pay"), created_by="ops", created_at=datetime.now(UTC),
+              max_uses=2)
+    )  # fmt: skip
+    armed = _worker(address, url, queue, tmp_path, "armed", CrashWindow.AFTER_TOOL_BEFORE_RECORD)
+    fresh = _worker(address, url, queue, tmp_path, "fresh")
+    try:
+        await armed.start_ready(env.client)
+        client = AgentClient(env.client, store, queue)
+        sid = session_id()
+        handle = await client.start(agent, "100", session_id=sid)
+        assert await armed.wait_exit(timeout=60) == -signal.SIGKILL, armed.log()[-2000:]
+        assert [p["amount_cents"] for p in _paid(tmp_path)] == [100]  # paid, its result not recorded
+        [decided] = store.load(sid).decisions  # recorded before the payment
+        assert (decided.source, decided.grant_id, decided.approved) == ("grant", "twice", True)
+        await fresh.start_ready(env.client)
+        done = await asyncio.wait_for(handle.result(), timeout=120)
+        assert done.finish_reason == FinishReason.STOP
+        [again] = store.load(sid).decisions
+        assert again == decided  # the decision recorded, not a second one
+        grant = book.get_grant("twice")
+        assert grant is not None and grant.uses == 1  # one use, whatever the retries
+        assert [p["amount_cents"] for p in _paid(tmp_path)] == [100]  # not paid twice
+        assert DECIDE_BY_POLICY not in await _activity_types(env.client, sid)  # decided in the model turn
+    finally:
+        armed.stop()
+        fresh.stop()
+        store.close()
+
+
+async def _activity_types(client, workflow_id: str) -> set[str]:
+    """The activity types a run scheduled, regular and local (a local one's marker names it)."""
+    found: set[str] = set()
+    async for event in client.get_workflow_handle(workflow_id).fetch_history_events():
+        if event.HasField("activity_task_scheduled_event_attributes"):
+            found.add(event.activity_task_scheduled_event_attributes.activity_type.name)
+        elif event.marker_recorded_event_attributes.marker_name == "core_local_activity":
+            data = event.marker_recorded_event_attributes.details["data"].payloads[0].data
+            found.add(json.loads(data)["activity_type"])
+    return found

@@ -44,6 +44,9 @@ LOCAL = dataclasses.replace(agents.weather_agent, name="weather-local", activiti
 # earlier run, so it starts this one with beginLocally; begin_run runs in the first workflow task).
 # v10: gated calls decided by the approval policy (patch "approval-policy"): one by a grant, one
 # denied by a rule, one approved by the auto mode's evaluator racing the open approval.
+# v12: the same run, the policy deciding the turn's gated calls in the model activity (patch
+# "approval-policy-in-turn"): the grant's approval recorded there (no activity of its own), the
+# rule's denial and the evaluator's call left to the workflow as in v10.
 
 
 async def main() -> None:
@@ -103,6 +106,9 @@ async def main() -> None:
             if not only or "approval_policy_v10" in only:
                 await _policy_run(agent_client, store)
                 await _save(client, "approval_policy_v10", "approval_policy_v10")
+            if not only or "approval_policy_in_turn_v12" in only:
+                await _policy_run(agent_client, store, "approval_policy_in_turn_v12")
+                await _save(client, "approval_policy_in_turn_v12", "approval_policy_in_turn_v12")
             if not only or "approval_policies_v11" in only:  # the ApprovalPolicies workflow: a set, refused, then set
                 await _policy_changes(agent_client)
                 await _save(
@@ -110,7 +116,7 @@ async def main() -> None:
                 )
 
 
-async def _policy_run(agent_client: AgentClient, store: SqliteStore) -> None:
+async def _policy_run(agent_client: AgentClient, store: SqliteStore, session_id: str = "approval_policy_v10") -> None:
     from datetime import UTC, datetime, timedelta
 
     from durable_agents.checkpoint.approval_grants import Grant, GrantScope
@@ -127,10 +133,16 @@ async def _policy_run(agent_client: AgentClient, store: SqliteStore) -> None:
     book.set_policy(PolicyScope.of_agent("payer"), policy, by="recorder", now=now)
     scope = GrantScope(kind="tool", tool="pay")
     book.add_grant(
-        Grant(id="one-use", scope=scope, created_by="recorder", created_at=now - timedelta(seconds=1), max_uses=1)
+        Grant(
+            id=f"one-use-{session_id}",
+            scope=scope,
+            created_by="recorder",
+            created_at=now - timedelta(seconds=1),
+            max_uses=1,
+        )
     )
-    await agent_client.send("payer", "100 9000 300", session_id="approval_policy_v10")
-    await agent_client.result("approval_policy_v10")
+    await agent_client.send("payer", "100 9000 300", session_id=session_id)
+    await agent_client.result(session_id)
 
 
 async def _policy_changes(agent_client: AgentClient) -> None:
