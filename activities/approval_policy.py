@@ -22,6 +22,7 @@ import asyncio
 import importlib
 import inspect
 import json
+import logging
 import time
 import uuid
 from collections.abc import Mapping
@@ -31,6 +32,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError
 from temporalio import activity
 
+from durable_agents.activities import tracing
 from durable_agents.activities.approvals import (
     decision_record,
     record_decision_now,
@@ -42,7 +44,7 @@ from durable_agents.activities.deps import ActivityDeps, policy_book
 from durable_agents.activities.events import streams, write_events_now
 from durable_agents.activities.keys import idempotency_key
 from durable_agents.activities.step_events import approval_decided
-from durable_agents.checkpoint.approval_decision import PolicyDecision, decide
+from durable_agents.checkpoint.approval_decision import PolicyDecision, decide, describe_evaluator, judged
 from durable_agents.checkpoint.approval_grants import Grant
 from durable_agents.checkpoint.approval_policy import CriteriaSet, EvaluatorRef, PolicyCall
 from durable_agents.checkpoint.format import (
@@ -58,10 +60,11 @@ from durable_agents.checkpoint.format import (
 from durable_agents.checkpoint.pricing import cost_usd, price_of
 from durable_agents.checkpoint.run_config import RunConfig
 from durable_agents.providers.base import ModelRequest
-from durable_agents.providers.registry import split_model_string
+from durable_agents.providers.registry import ProviderRegistry, split_model_string
 
 DECIDE_BY_POLICY = "durable_agents.decide_by_policy"
 EVALUATE_CALL = "durable_agents.evaluate_call"
+_log = logging.getLogger(__name__)
 
 _SOURCES: dict[str, Literal["deny-rule", "allow-rule", "approve-all", "grant"]] = {
     "deny-rule": "deny-rule",
@@ -204,66 +207,98 @@ class PolicyDecisionActivities:
         if inp.turn_position is not None:
             call = await self.deps.in_store(self.deps.stored_call, inp.session_id, inp.turn_position, inp.position)
         policy_call = PolicyCall(agent=inp.agent, session_id=inp.session_id, tool=call.name, arguments=call.arguments)
-        evaluation = Evaluation(
-            evaluator=describe_evaluator(auto.evaluator),
-            criteria=auto.criteria.name,
-            min_confidence=auto.min_confidence,
-        )
-        started = time.monotonic()
         beating = asyncio.create_task(_heartbeat())
         try:
-            if auto.evaluator.python is not None:
-                verdict, usage, cost = (
-                    await _python_verdict(auto.evaluator.python, policy_call, auto.criteria),
-                    None,
-                    None,
-                )
-            else:
-                verdict, usage, cost = await self._model_verdict(auto.evaluator.model or "", policy_call, auto.criteria)
-        except asyncio.CancelledError:
-            raise
-        except Exception as e:  # noqa: BLE001 (the evaluator failed, whatever the way: escalate, never approve)
-            activity.logger.warning("approval evaluator %s failed: %s", evaluation.evaluator, e)
-            return evaluation.model_copy(
-                update={
-                    "error": f"{type(e).__name__}: {e}"[:2000],
-                    "escalated": f"error: {type(e).__name__}: {e}"[:2000],
-                    "latency_ms": (time.monotonic() - started) * 1000,
-                }
+            return await run_evaluator(
+                self.deps.providers,
+                auto.evaluator,
+                auto.criteria,
+                auto.min_confidence,
+                policy_call,
+                step=activity.info().attempt,
             )
         finally:
             beating.cancel()
-        return judged(
-            evaluation.model_copy(
+
+
+async def run_evaluator(
+    providers: ProviderRegistry,
+    evaluator: EvaluatorRef,
+    criteria: CriteriaSet,
+    min_confidence: float,
+    call: PolicyCall,
+    *,
+    step: int = 1,
+    timeout_seconds: float | None = None,
+) -> Evaluation:
+    """The evaluator's verdict on ``call`` by ``criteria``: a Python function's, or a model's
+    through ``providers`` (the model's answer parsed by :func:`parse_verdict`), with whether it
+    decides the call, its usage, cost and latency. Never raises for the evaluator's own failure
+    (nor, with ``timeout_seconds``, for its taking longer): an error is an escalation, said in
+    the evaluation. The ``evaluate_call`` activity runs it (its timeout Temporal's); so does
+    ``policy test --evaluate``."""
+    evaluation = Evaluation(
+        evaluator=describe_evaluator(evaluator), criteria=criteria.name, min_confidence=min_confidence
+    )
+    started, limit = time.monotonic(), asyncio.timeout(timeout_seconds)
+    try:
+        async with limit:
+            if evaluator.python is not None:
+                verdict, usage, cost = await _python_verdict(evaluator.python, call, criteria), None, None
+            else:
+                verdict, usage, cost = await _model_verdict(providers, evaluator.model or "", call, criteria, step)
+    except asyncio.CancelledError:
+        raise
+    except Exception as e:  # noqa: BLE001 (the evaluator failed, whatever the way: escalate, never approve)
+        if isinstance(e, TimeoutError) and limit.expired():
+            return evaluation.model_copy(
                 update={
-                    "verdict": verdict.verdict,
-                    "confidence": verdict.confidence,
-                    "reasoning": verdict.reasoning,
-                    "usage": usage,
-                    "cost_usd": cost,
+                    "error": f"no verdict within {timeout_seconds:g} s",
+                    "escalated": f"timeout: no verdict within {timeout_seconds:g} s",
                     "latency_ms": (time.monotonic() - started) * 1000,
                 }
             )
+        (activity.logger if activity.in_activity() else _log).warning(
+            "approval evaluator %s failed: %s", evaluation.evaluator, e
         )
+        return evaluation.model_copy(
+            update={
+                "error": f"{type(e).__name__}: {e}"[:2000],
+                "escalated": f"error: {type(e).__name__}: {e}"[:2000],
+                "latency_ms": (time.monotonic() - started) * 1000,
+            }
+        )
+    return judged(
+        evaluation.model_copy(
+            update={
+                "verdict": verdict.verdict,
+                "confidence": verdict.confidence,
+                "reasoning": verdict.reasoning,
+                "usage": usage,
+                "cost_usd": cost,
+                "latency_ms": (time.monotonic() - started) * 1000,
+            }
+        )
+    )
 
-    async def _model_verdict(
-        self, model: str, call: PolicyCall, criteria: CriteriaSet
-    ) -> tuple[Verdict, Usage, float | None]:
-        provider_name, name = split_model_string(model)
-        provider = self.deps.providers.get(provider_name)
-        info = activity.info()
-        response = await provider.generate(
-            ModelRequest(
-                model=name,
-                messages=evaluator_prompt(call, criteria),
-                max_tokens=1024,
-                session_id=call.session_id,
-                step=info.attempt,
-            )
+
+async def _model_verdict(
+    providers: ProviderRegistry, model: str, call: PolicyCall, criteria: CriteriaSet, step: int
+) -> tuple[Verdict, Usage, float | None]:
+    provider_name, name = split_model_string(model)
+    provider = providers.get(provider_name)
+    response = await provider.generate(
+        ModelRequest(
+            model=name,
+            messages=evaluator_prompt(call, criteria),
+            max_tokens=1024,
+            session_id=call.session_id,
+            step=step,
         )
-        price = price_of(model)
-        usage = response.usage
-        return parse_verdict(response.message.content or ""), usage, cost_usd(usage, price) if price else None
+    )
+    price = price_of(model)
+    usage = response.usage
+    return parse_verdict(response.message.content or ""), usage, cost_usd(usage, price) if price else None
 
 
 def policy_decision(
@@ -444,6 +479,7 @@ def settle_in_turn(
     return approved
 
 
+@tracing.store_operation("append_new")  # the turn's append, its span as ever (the decisions go with it)
 def store_turn(
     deps: ActivityDeps, header: CheckpointHeader, position: int, turn: Message, decide: bool
 ) -> dict[int, PolicyVerdict] | None:
@@ -488,25 +524,6 @@ def _kept_verdict(kept: Decision) -> PolicyVerdict:
         session_policy_version=kept.session_policy_version,
         arguments_digest=kept.arguments_digest,
     )
-
-
-def judged(evaluation: Evaluation) -> Evaluation:
-    """``evaluation`` with whether its verdict decides the call (approve or deny, sure enough)
-    or why the call goes to a person instead."""
-    if evaluation.verdict == "escalate":
-        return evaluation.model_copy(update={"escalated": "the evaluator escalated"})
-    if (evaluation.confidence or 0.0) < (evaluation.min_confidence or 0.0):
-        return evaluation.model_copy(
-            update={
-                "escalated": f"low confidence: {evaluation.confidence:.2f} < minConfidence "
-                f"{evaluation.min_confidence:.2f}"
-            }
-        )
-    return evaluation.model_copy(update={"decided": True})
-
-
-def describe_evaluator(ref: EvaluatorRef) -> str:
-    return f"python:{ref.python}" if ref.python is not None else f"model:{ref.model}"
 
 
 def _verdict(decision: PolicyDecision, agent_version: int, session_version: int) -> PolicyVerdict:

@@ -6,7 +6,8 @@ schema does not declare, is refused). The agent definition lives in the worker, 
 ``ApprovalPolicies`` workflow (``workflows/policies.py``) runs this activity there, and any
 Temporal client can change a policy with one update. The tools of a session's agent are
 the ones its checkpoint's ``runConfig`` recorded (what its runs were given); of a session
-not run yet, those of the agent the worker serves.
+not run yet, those of the agent the worker serves, with its MCP servers' tools listed as a
+run lists them when the policy names one its definition lacks.
 
 The request models are the wire contract of the workflow's updates (JSON Schemas in
 ``durable_agents/contract/schemas``): camelCase, unknown fields refused.
@@ -22,12 +23,14 @@ from typing import Any
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 from durable_agents.activities.deps import ActivityDeps
+from durable_agents.activities.mcp import with_listed_mcp_tools
 from durable_agents.agent.agent import Agent, is_agent_name
 from durable_agents.checkpoint._format_model import FormatModel
 from durable_agents.checkpoint.approval_policy import ApprovalPolicy, check_policy_against_tools
-from durable_agents.checkpoint.errors import ConfigurationError
+from durable_agents.checkpoint.errors import ConfigurationError, FailureType
 from durable_agents.checkpoint.format import RunConfig
 from durable_agents.checkpoint.policy_book import PolicyBook, PolicyScope, StoredPolicy, policy_book_for
 from durable_agents.checkpoint.stores.base import CheckpointStore
@@ -54,12 +57,20 @@ _ID_LIMIT = 1000
 
 
 def policies_workflow_id(target: PolicyTarget, task_queue: str) -> str:
-    """``durable-agents.policies.agent.<agent>@<task queue>`` or
-    ``durable-agents.policies.session.<session id>@<task queue>`` (too long for Temporal's
-    1,000 bytes: its prefix and a hash of it). The task queue is in it because the change is
-    checked and written by a worker of that queue: a workflow left open on another queue (its
-    workers stopped before it ended) never holds up this one's changes."""
-    kind, name = ("session", target.session_id) if target.session_id is not None else ("agent", target.agent)
+    """``durable-agents.policies.agent.<agent>@<task queue>``,
+    ``durable-agents.policies.session.<session id>@<task queue>`` or, for a session named with
+    its agent (one that has not run yet), ``durable-agents.policies.agent-session.<agent>/<session
+    id>@<task queue>`` (too long for Temporal's 1,000 bytes: its prefix and a hash of it). One
+    id per target: an open workflow keeps the target it was started with, so a session named
+    without its agent and then with it are two targets. The task queue is in it because the
+    change is checked and written by a worker of that queue: a workflow left open on another
+    queue (its workers stopped before it ended) never holds up this one's changes."""
+    if target.session_id is not None and target.agent is not None:  # (an agent name has no "/")
+        kind, name = "agent-session", f"{target.agent}/{target.session_id}"
+    elif target.session_id is not None:
+        kind, name = "session", target.session_id
+    else:
+        kind, name = "agent", str(target.agent)
     name = f"{name}@{task_queue}"
     found = f"{_ID_PREFIX}.{kind}.{name}"
     if len(found.encode()) <= _ID_LIMIT:
@@ -139,10 +150,15 @@ def agent_tool_schemas(agent: Agent | RunConfig) -> dict[str, dict[str, Any]]:
     return {spec.name: dict(spec.input_schema) for spec in config.tools}
 
 
+def _ran(store: CheckpointStore, target: PolicyTarget) -> bool:
+    """Whether the target's session recorded its tools (a run began)."""
+    header = store.load_header(target.session_id) if target.session_id is not None else None
+    return header is not None and header.run_config is not None
+
+
 def checked_policy(
     policy: ApprovalPolicy | str | bytes | Mapping[str, Any],
     tool_schemas: Mapping[str, Mapping[str, Any]],
-    *,
     agent: str | None,
 ) -> ApprovalPolicy:
     """``policy`` parsed (unknown fields refused) and checked against the agent's tools:
@@ -201,12 +217,37 @@ class PolicyActivities:
 
     @activity.defn(name=CHANGE_APPROVAL_POLICY)
     async def change_approval_policy(self, inp: PolicyChangeInput) -> StoredPolicy:
+        policy = None if inp.policy is None else await self._checked(inp.target, inp.policy)
+
         def run() -> StoredPolicy:
             book, scope, now = self.book(), inp.target.scope, datetime.now(UTC)
-            if inp.policy is None:
+            if policy is None:
                 return book.clear_policy(scope, by=inp.changed_by, now=now, expected_version=inp.expected_version)
-            agent, schemas = target_tools(self.deps.store, inp.target, self.deps.agents)
-            policy = checked_policy(inp.policy, schemas, agent=agent)
             return book.set_policy(scope, policy, by=inp.changed_by, now=now, expected_version=inp.expected_version)
 
         return await self.deps.in_store(run)
+
+    async def _checked(self, target: PolicyTarget, document: ApprovalPolicy) -> ApprovalPolicy:
+        """The policy checked against the target's tools. An agent's MCP servers' tools are
+        listed when a run starts, so they are not in its definition: when the policy does not
+        fit the agent's own tools and the agent has MCP servers (and no run recorded the
+        session's tools), they are listed here, as a run would list them, and the policy is
+        checked against all of them."""
+        agent, schemas = await self.deps.in_store(target_tools, self.deps.store, target, self.deps.agents)
+        try:
+            return await self.deps.in_store(checked_policy, document, schemas, agent)
+        except ApplicationError as refused:
+            served = self.deps.agents.get(agent)
+            recorded = target.session_id is not None and await self.deps.in_store(_ran, self.deps.store, target)
+            if served is None or not served.mcp_servers or recorded:
+                raise
+            try:
+                listed = await with_listed_mcp_tools(self.deps.mcp, served)
+            except ApplicationError as e:
+                raise ApplicationError(
+                    f"{refused.message} (a policy may name agent {agent!r}'s MCP tools, but its MCP servers' tools "
+                    f"could not be listed to check it: {e.message})",
+                    type=FailureType.CONFIGURATION,
+                    non_retryable=True,
+                ) from e
+            return await self.deps.in_store(checked_policy, document, agent_tool_schemas(listed), agent)

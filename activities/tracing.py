@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer
@@ -158,12 +158,28 @@ def annotate_span(**attributes: Any) -> None:
             current.set_attribute(key if key.startswith("gen_ai.") else PREFIX + key, value)
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def store_operation(name: str) -> Callable[[F], F]:
+    """Names the span of a store call of ours made by a function whose name is not the
+    operation's (``store.<name>``): the span names stay what the tracing page lists."""
+
+    def named(fn: F) -> F:
+        fn.store_operation = name  # type: ignore[attr-defined]
+        return fn
+
+    return named
+
+
 def store_call(fn: Callable[..., Any]) -> contextlib.AbstractContextManager[Span | None]:
     """The span of one store call made by an activity (``ActivityDeps.in_store`` and friends)."""
     if TRACER.get() is None:
         return contextlib.nullcontext()
     qualname = getattr(fn, "__qualname__", "") or ""
-    if "<locals>" in qualname:  # a closure writing several things at once: named after its function
+    if (operation := getattr(fn, "store_operation", None)) is not None:
+        name = operation
+    elif "<locals>" in qualname:  # a closure writing several things at once: named after its function
         name = qualname.split(".<locals>")[0].rsplit(".", 1)[-1]
     else:
         name = getattr(fn, "__name__", "call")

@@ -27,7 +27,14 @@ from typing import Literal
 
 from durable_agents.checkpoint._format_model import FormatModel
 from durable_agents.checkpoint.approval_grants import Grant, best_grant
-from durable_agents.checkpoint.approval_policy import ApprovalPolicy, ArgumentCondition, PolicyCall, arguments_digest
+from durable_agents.checkpoint.approval_policy import (
+    ApprovalPolicy,
+    ArgumentCondition,
+    EvaluatorRef,
+    PolicyCall,
+    arguments_digest,
+)
+from durable_agents.checkpoint.format import Evaluation
 
 __all__ = ["DecisionLayer", "PolicyDecision", "PolicyOutcome", "decide"]
 
@@ -98,3 +105,27 @@ def decide(policy: ApprovalPolicy | None, grants: Iterable[Grant], call: PolicyC
 def _conditions(conditions: Iterable[ArgumentCondition]) -> str:
     described = [c.describe() for c in conditions]
     return f" ({' and '.join(described)})" if described else ""
+
+
+# -- the auto mode's evaluator -----------------------------------------------------------------
+
+
+def describe_evaluator(ref: EvaluatorRef) -> str:
+    """The evaluator as an evaluation names it: ``python:<module>:<function>`` or ``model:<provider>:<model>``."""
+    return f"python:{ref.python}" if ref.python is not None else f"model:{ref.model}"
+
+
+def judged(evaluation: Evaluation) -> Evaluation:
+    """``evaluation`` with whether its verdict decides the call (approve or deny, sure enough:
+    at or above its ``minConfidence``) or why the call goes to a person instead."""
+    if evaluation.verdict == "escalate":
+        return evaluation.model_copy(update={"escalated": "the evaluator escalated", "decided": False})
+    if (evaluation.confidence or 0.0) < (evaluation.min_confidence or 0.0):
+        return evaluation.model_copy(
+            update={
+                "escalated": f"low confidence: {evaluation.confidence or 0.0:.2f} < minConfidence "
+                f"{evaluation.min_confidence:.2f}",
+                "decided": False,
+            }
+        )
+    return evaluation.model_copy(update={"decided": True, "escalated": None})

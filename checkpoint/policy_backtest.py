@@ -1,26 +1,29 @@
 """Backtest: what a candidate approval policy would have done with the calls people decided.
 
-:func:`backtest` runs :func:`decide` (policy only: no grants, no evaluator) over recorded
-decisions and counts, for each, whether the policy agrees with the person, would have
-approved what they rejected (the count that matters), approved what they approved only
-after editing its arguments, denied what they approved, or would still ask (a person, or
-the auto mode's evaluator, which a backtest does not run). :func:`recorded_decisions`
+:func:`backtest` runs :func:`decide` (policy only: no grants) over recorded decisions and
+counts, for each, whether the policy agrees with the person, would have approved what they
+rejected (the count that matters), approved what they approved only after editing its
+arguments, denied what they approved, or would still ask a person. A call the policy leaves
+to the auto mode's evaluator is judged by the evaluator's verdict on it recorded at run time
+(the evaluator judged it, then a person decided), when the same evaluator judged it by the
+same criteria set; by the evaluator itself, run through ``evaluate``, when asked (``policy
+test --evaluate``); otherwise it counts as ``wouldAskEvaluator``. :func:`recorded_decisions`
 reads those decisions from any checkpoint store: each session's ``decisions`` with the
-arguments of its call, from the transcript. Pure but for that read; no Temporal.
+arguments of its call, from the transcript. Pure but for that read and ``evaluate``; no Temporal.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from pydantic import Field
 
 from durable_agents.checkpoint._format_model import FormatModel
-from durable_agents.checkpoint.approval_decision import PolicyDecision, decide
-from durable_agents.checkpoint.approval_policy import ApprovalPolicy, PolicyCall
-from durable_agents.checkpoint.format import Decision, Message, Role, ToolCall
+from durable_agents.checkpoint.approval_decision import PolicyDecision, decide, describe_evaluator, judged
+from durable_agents.checkpoint.approval_policy import ApprovalPolicy, AutoMode, CriteriaSet, PolicyCall
+from durable_agents.checkpoint.format import Decision, Evaluation, Message, Role, ToolCall
 
 if TYPE_CHECKING:
     from durable_agents.checkpoint.stores.base import CheckpointStore
@@ -29,6 +32,7 @@ __all__ = [
     "BacktestExample",
     "BacktestReport",
     "BacktestVerdict",
+    "Evaluate",
     "RecordedDecision",
     "RuleTally",
     "backtest",
@@ -49,7 +53,8 @@ BacktestVerdict = Literal[
 - ``approve-rejected``: it approves what they rejected (the count that matters);
 - ``approve-edited``: it approves what they approved only with edited arguments;
 - ``deny-approved``: it denies what they approved;
-- ``ask-person`` / ``ask-evaluator``: it would still ask;
+- ``ask-person``: it would still ask a person (also: the evaluator escalated, was unsure or failed);
+- ``ask-evaluator``: the evaluator would judge it, and no verdict of it is known (not run);
 - ``no-person``: no person decided (the approval timed out): not counted either way."""
 
 _WRONG: tuple[BacktestVerdict, ...] = ("approve-rejected", "approve-edited", "deny-approved")
@@ -68,6 +73,13 @@ class RecordedDecision(FormatModel):
     decided_by: str | None = None
     decided_at: datetime | None = None
     note: str | None = None
+    evaluation: Evaluation | None = None
+    """What the auto mode's evaluator said of the call at run time, before the person decided."""
+
+
+Evaluate = Callable[[PolicyCall, AutoMode, CriteriaSet], Evaluation]
+"""Runs the auto mode's evaluator on one call by the criteria set covering it: its evaluation
+(verdict, confidence, reasoning, cost), or one saying its error. It must not raise."""
 
 
 class BacktestExample(FormatModel):
@@ -76,6 +88,8 @@ class BacktestExample(FormatModel):
     verdict: BacktestVerdict
     recorded: RecordedDecision
     decision: PolicyDecision
+    evaluation: Evaluation | None = None
+    """The evaluator's verdict the policy's outcome comes from (its ``auto`` mode)."""
 
 
 class RuleTally(FormatModel):
@@ -99,7 +113,15 @@ class BacktestReport(FormatModel):
     would_deny_approved: int = 0
     would_ask_person: int = 0
     would_ask_evaluator: int = 0
-    """Calls the auto mode's evaluator would judge (not run in a backtest: no verdict)."""
+    """Calls the auto mode's evaluator would judge whose verdict is unknown: none recorded, not run."""
+    evaluator_recorded: int = 0
+    """Calls judged by the evaluator's verdict recorded at run time (same evaluator, same criteria set)."""
+    evaluator_run: int = 0
+    """Calls the evaluator was run on for this backtest (``policy test --evaluate``)."""
+    evaluator_failed: int = 0
+    """Of those, the runs that failed (an error, a timeout): each counts as asking a person."""
+    evaluator_cost_usd: float | None = None
+    """What the evaluator's runs cost, when its model's price is known."""
     no_person: int = 0
     """Decisions no person made (timed-out approvals): counted in ``total`` only."""
     by_rule: dict[str, RuleTally] = Field(default_factory=dict)
@@ -124,33 +146,66 @@ class BacktestReport(FormatModel):
         }[verdict]
 
 
-def verdict_of(decision: PolicyDecision, recorded: RecordedDecision) -> BacktestVerdict:
+def verdict_of(
+    decision: PolicyDecision, recorded: RecordedDecision, evaluation: Evaluation | None = None
+) -> BacktestVerdict:
+    """How the policy's outcome on the call (with ``evaluation``: the evaluator's, for a call
+    the policy leaves to it) compares with the person's decision."""
     if recorded.timed_out:
         return "no-person"
-    if decision.outcome == "approve":
+    outcome: str = decision.outcome
+    if outcome == "ask-evaluator" and evaluation is not None:
+        outcome = evaluation.verdict if evaluation.decided and evaluation.verdict is not None else "ask-person"
+    if outcome == "approve":
         if not recorded.approved:
             return "approve-rejected"
         return "approve-edited" if recorded.edited_arguments is not None else "agree"
-    if decision.outcome == "deny":
+    if outcome == "deny":
         return "deny-approved" if recorded.approved else "agree"
-    return decision.outcome
+    return "ask-person" if outcome == "ask-person" else "ask-evaluator"
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-def backtest(policy: ApprovalPolicy, recorded: Iterable[RecordedDecision], *, examples: int = 10) -> BacktestReport:
+def backtest(
+    policy: ApprovalPolicy,
+    recorded: Iterable[RecordedDecision],
+    *,
+    examples: int = 10,
+    evaluate: Evaluate | None = None,
+    rerun: bool = False,
+) -> BacktestReport:
     """What ``policy`` would have decided for each recorded call, against what people decided.
 
-    Grants are not applied (they are made at run time, by people), and the auto mode's
-    evaluator is not run: its calls count as ``wouldAskEvaluator``."""
+    Grants are not applied (they are made at run time, by people). A call the policy leaves
+    to its auto mode is judged by the evaluator's verdict recorded on it, when the same
+    evaluator judged it by the same criteria set (its ``minConfidence`` is the candidate's);
+    else by ``evaluate``, when given (``rerun``: every such call, recorded verdicts ignored:
+    the criteria changed); else it counts as ``wouldAskEvaluator``."""
     counts: dict[BacktestVerdict, int] = dict.fromkeys(get_args(BacktestVerdict), 0)
     kept: dict[BacktestVerdict, list[BacktestExample]] = {verdict: [] for verdict in _WRONG}
     by_rule: dict[str, RuleTally] = {}
+    judging = {"recorded": 0, "run": 0, "failed": 0}
+    cost: float | None = None
     for record in recorded:
         decision = decide(policy, (), record.call, _aware(record.decided_at))
-        verdict = verdict_of(decision, record)
+        evaluation = None
+        if decision.outcome == "ask-evaluator" and policy.auto is not None and not record.timed_out:
+            evaluation, origin = _evaluation(policy.auto, record, evaluate, rerun)
+            if origin is not None:
+                judging[origin] += 1
+                if origin != "recorded" and evaluation is not None and evaluation.cost_usd is not None:
+                    cost = (cost or 0.0) + evaluation.cost_usd
+        verdict = verdict_of(decision, record, evaluation)
         counts[verdict] += 1
+        if evaluation is not None and evaluation.decided and verdict != "no-person":
+            tally = by_rule.setdefault(f"evaluator:{evaluation.criteria}", RuleTally())
+            tally.decided += 1
+            if verdict == "agree":
+                tally.agree += 1
+            else:
+                tally.against += 1
         if decision.decided and verdict != "no-person":
             tally = by_rule.setdefault(decision.rule or "approveAll", RuleTally())
             tally.decided += 1
@@ -159,7 +214,9 @@ def backtest(policy: ApprovalPolicy, recorded: Iterable[RecordedDecision], *, ex
             else:
                 tally.against += 1
         if verdict in kept and len(kept[verdict]) < examples:
-            kept[verdict].append(BacktestExample(verdict=verdict, recorded=record, decision=decision))
+            kept[verdict].append(
+                BacktestExample(verdict=verdict, recorded=record, decision=decision, evaluation=evaluation)
+            )
     return BacktestReport(
         policy_version=policy.version,
         total=sum(counts.values()),
@@ -170,9 +227,39 @@ def backtest(policy: ApprovalPolicy, recorded: Iterable[RecordedDecision], *, ex
         would_ask_person=counts["ask-person"],
         would_ask_evaluator=counts["ask-evaluator"],
         no_person=counts["no-person"],
+        evaluator_recorded=judging["recorded"],
+        evaluator_run=judging["run"] + judging["failed"],
+        evaluator_failed=judging["failed"],
+        evaluator_cost_usd=cost,
         by_rule=dict(sorted(by_rule.items())),
         examples=[example for verdict in _WRONG for example in kept[verdict]],
     )
+
+
+def _evaluation(
+    auto: AutoMode, record: RecordedDecision, evaluate: Evaluate | None, rerun: bool
+) -> tuple[Evaluation | None, Literal["recorded", "run", "failed"] | None]:
+    """The evaluator's verdict on a call the policy leaves to it, judged by the candidate's
+    ``minConfidence``, and where it comes from; (None, None): unknown."""
+    criteria = auto.criteria_for(record.call)
+    if criteria is None:  # (decide asks the evaluator only for a covered call)
+        return None, None
+    min_confidence = criteria.min_confidence if criteria.min_confidence is not None else auto.min_confidence
+    said = record.evaluation
+    if (
+        not rerun
+        and said is not None
+        and said.verdict is not None
+        and said.evaluator == describe_evaluator(auto.evaluator)
+        and said.criteria == criteria.name
+    ):
+        return judged(said.model_copy(update={"min_confidence": min_confidence})), "recorded"
+    if evaluate is None:
+        return None, None
+    ran = evaluate(record.call, auto, criteria).model_copy(update={"min_confidence": min_confidence})
+    if ran.verdict is None:  # an error, a timeout: it escalates, as at run time
+        return ran.model_copy(update={"decided": False}), "failed"
+    return judged(ran), "run"
 
 
 def _aware(moment: datetime | None) -> datetime:
@@ -199,6 +286,7 @@ def recorded_decision(agent: str, session_id: str, decision: Decision, call: Too
         decided_by=decision.decided_by,
         decided_at=decision.decided_at,
         note=decision.note,
+        evaluation=decision.evaluation,
     )
 
 

@@ -497,3 +497,84 @@ async def test_cancelling_a_run_while_the_evaluator_judges_stops_both(run_worker
         assert paused.finish_reason == FinishReason.AWAITING_APPROVAL
         aborted = await asyncio.wait_for(client.cancel(sid), 30)
     assert aborted is not None and aborted.finish_reason == FinishReason.ABORTED and paid() == []
+
+
+# -- the backtest of an auto mode: the evaluator's recorded verdicts, or the evaluator run ------------
+
+
+async def _left_to_a_person(handle, approval_id: str) -> None:
+    """Until the evaluator has had its say on the waiting call and left it to a person."""
+    for _ in range(200):
+        details = await _details(handle)
+        if approval_id in details and "the evaluator left it to a person" in details:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"the evaluator never left {approval_id} to a person: {details!r}")
+
+
+async def test_a_backtest_judges_auto_mode_calls_by_the_evaluators_recorded_verdicts_or_runs_it(
+    run_worker, store, env, tmp_path
+):
+    """Issue 42 §5: a candidate auto mode is judged by what its evaluator said of each call at
+    run time when the same evaluator judged it by the same criteria set (nothing runs, its
+    minConfidence is the candidate's); with ``--evaluate``, by the evaluator run now (a Python
+    function, or a model through the providers), an error counting as asking a person."""
+    from durable_agents.checkpoint import parse_policy
+    from durable_agents.checkpoint.policy_backtest import backtest, recorded_decisions
+    from tests.cli.conftest import Cli
+
+    policy_agents.CALL_LOG.clear()
+    unsure = {"python": "tests.policy_agents:judge_unsure"}  # approve, at 0.30: under 0.80, a person decides
+    set_policy(store, auto_policy(unsure))
+    sid = session_id()
+    async with run_worker([policy_agents.payer]) as client:
+        handle = env.client.get_workflow_handle(sid)
+        first = await client.send("payer", "100 9000", session_id=sid)
+        await _left_to_a_person(handle, first.approval_id)
+        second = await client.approve(sid, first.approval_id, decided_by="dora")
+        await _left_to_a_person(handle, second.approval_id)
+        done = await client.reject(sid, second.approval_id, decided_by="dora")
+    assert done.finish_reason == FinishReason.STOP and paid() == [100]
+    records = list(recorded_decisions(store, agent="payer"))
+    assert [(r.call.arguments["amount_cents"], r.approved, r.evaluation.verdict, r.evaluation.confidence)
+            for r in records] == [(100, True, "approve", 0.3), (9000, False, "approve", 0.3)]  # fmt: skip
+
+    # the policy as it ran: both left to a person again, from the recorded verdicts
+    report = backtest(parse_policy(auto_policy(unsure)), records)
+    assert (report.would_ask_person, report.evaluator_recorded, report.evaluator_run) == (2, 2, 0)
+    # trusting the same evaluator more: its recorded "approve" would have approved what dora rejected
+    report = backtest(parse_policy(auto_policy(unsure, min_confidence=0.2)), records)
+    assert (report.agree, report.would_approve_rejected, report.evaluator_recorded) == (1, 1, 2)
+    assert report.by_rule["evaluator:payments"].model_dump() == {"decided": 2, "agree": 1, "against": 1}
+    [example] = report.examples
+    assert (
+        example.recorded.call.arguments == {"amount_cents": 9000} and example.evaluation.reasoning == "not sure at all"
+    )
+
+    # another evaluator: no verdict of it is recorded; the CLI (a process) runs it only when asked
+    cli = Cli("unused:7233", "unused", store.path)
+    sure = tmp_path / "sure.json"
+    sure.write_text(json.dumps(auto_policy({"python": "tests.policy_agents:judge_sure"})))
+    as_recorded = json.loads(cli.ok("policy", "test", "--policy", str(sure), "--agent", "payer", "--json", "-"))
+    assert (as_recorded["wouldAskEvaluator"], as_recorded["evaluatorRun"]) == (2, 0)
+    table = cli.ok("policy", "test", "--policy", str(sure), "--agent", "payer")
+    assert "would ask the evaluator (no verdict known)" in table and "--evaluate missing runs it" in table
+    ran = json.loads(
+        cli.ok("policy", "test", "--policy", str(sure), "--agent", "payer", "--evaluate", "missing", "--json", "-")
+    )
+    assert (ran["agree"], ran["evaluatorRun"], ran["evaluatorFailed"], ran["wouldAskEvaluator"]) == (2, 2, 0, 0)
+    # a model evaluator through the providers: the scripted judge registered by --import
+    judge = tmp_path / "judge.json"
+    judge.write_text(json.dumps(auto_policy({"model": "scripted:judge"})))
+    by_model = cli.ok("policy", "test", "--policy", str(judge), "--agent", "payer", "--evaluate", "all",
+                      "--import", "tests.policy_agents")  # fmt: skip
+    assert "agree with people" in by_model and "0 verdicts recorded at run time, 2 run now" in by_model
+    # a broken evaluator escalates: asking a person, never approving; a module that is not there: one line
+    broken = tmp_path / "broken.json"
+    broken.write_text(json.dumps(auto_policy({"python": "tests.policy_agents:judge_broken"})))
+    failed = json.loads(
+        cli.ok("policy", "test", "--policy", str(broken), "--agent", "payer", "--evaluate", "all", "--json", "-")
+    )
+    assert (failed["wouldAskPerson"], failed["evaluatorFailed"], failed["agree"]) == (2, 2, 0)
+    missing = cli("policy", "test", "--policy", str(judge), "--evaluate", "all", "--import", "tests.no_such_module")
+    assert missing.returncode == 2 and "--import tests.no_such_module: cannot import it" in missing.stderr

@@ -3,13 +3,16 @@
 ``policy set`` and ``policy clear`` go through the ``ApprovalPolicies`` workflow (a worker that
 serves the agent checks the policy against its tools); the others read and write the policy
 book beside the store. ``policy test`` backtests a candidate policy over the decisions people
-recorded (no tool runs) and exits 1 when it would approve more of what they rejected than
+recorded (no tool runs; the auto mode's evaluator by its recorded verdicts, or run with
+``--evaluate``) and exits 1 when it would approve more of what they rejected than
 ``--max-would-approve-rejected`` allows: a check for CI.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import importlib
 import json
 import sys
 from datetime import UTC, datetime
@@ -17,8 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from durable_agents.checkpoint.approval_grants import Grant
-from durable_agents.checkpoint.approval_policy import parse_policy
-from durable_agents.checkpoint.policy_backtest import BacktestReport, backtest, recorded_decisions
+from durable_agents.checkpoint.approval_policy import AutoMode, CriteriaSet, PolicyCall, parse_policy
+from durable_agents.checkpoint.format import Evaluation
+from durable_agents.checkpoint.policy_backtest import BacktestReport, Evaluate, backtest, recorded_decisions
 from durable_agents.checkpoint.policy_book import PolicyChange, StoredPolicy
 from durable_agents.cli._common import (
     UsageError,
@@ -43,7 +47,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="make a policy file the agent's or the session's policy (checked against the agent's tools by a "
         "worker that serves it)",
     )
-    _scope_flags(set_)
+    set_.add_argument(
+        "--agent",
+        help="the agent's policy (all its sessions); with --session: the session's agent, for a session that "
+        "has not run yet (its tools are the agent's)",
+    )
+    set_.add_argument("--session", help="one session's policy (the agent's deny rules still apply)")
     set_.add_argument("--file", required=True, metavar="FILE", help="the policy, JSON ('-': read it from stdin)")
     set_.add_argument(
         "--check-against",
@@ -80,9 +89,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "test",
         help="backtest a policy over the decisions people recorded: what it would approve that they rejected",
         description="Run a candidate policy over the gated calls people decided (the store's sessions' "
-        "decisions; no tool runs, no evaluator) and count where it agrees, would approve what they "
-        "rejected (the count that matters), approve what they only approved edited, deny what they "
-        "approved, or still ask. Exit 1 when --max-would-approve-rejected is given and exceeded.",
+        "decisions; no tool runs) and count where it agrees, would approve what they rejected (the count "
+        "that matters), approve what they only approved edited, deny what they approved, or still ask. "
+        "A call the policy leaves to its auto mode is judged by the evaluator's verdict recorded on it at "
+        "run time (same evaluator, same criteria set), or by the evaluator run now with --evaluate. "
+        "Exit 1 when --max-would-approve-rejected is given and exceeded.",
     )
     test.add_argument("--policy", required=True, metavar="FILE", help="the candidate policy, JSON ('-': stdin)")
     test.add_argument("--agent", help="only this agent's sessions")
@@ -100,6 +111,23 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="exit 1 when the policy would approve more than N calls people rejected (for CI)",
     )
     test.add_argument("--examples", type=int, default=5, metavar="N", help="examples of each disagreement (5)")
+    test.add_argument(
+        "--evaluate",
+        choices=("recorded", "missing", "all"),
+        default="recorded",
+        help="the auto mode's evaluator: its verdicts recorded at run time only (recorded, the default: "
+        "nothing runs); also run it on the calls with none (missing); run it on every call, recorded "
+        "verdicts ignored, after changing the criteria (all). A model evaluator costs what its calls cost",
+    )
+    test.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import MODULE first (repeatable; the current directory importable): what registers your "
+        "model providers or scripted models for a model evaluator",
+    )
     test.set_defaults(func=cmd_test)
 
     grants = sub.add_parser("grants", help='"approve and stop asking" grants: list, add, revoke')
@@ -199,6 +227,8 @@ async def cmd_set(args: argparse.Namespace) -> int:
     document = _read_policy_file(args.file, "--file")
     if not isinstance(document, dict):
         raise UsageError(f"--file {args.file}: a policy is a JSON object")
+    if args.agent is None and args.session is None:
+        raise UsageError("name the policy's --agent or its --session (with --agent: a session that has not run yet)")
     if args.check_against is not None:
         stored = _set_here(args, document)
         _print_stored(args, stored, "set")
@@ -239,8 +269,8 @@ def _set_here(args: argparse.Namespace, document: dict[str, Any]) -> StoredPolic
     if args.agent is not None and agent.name != args.agent:
         raise UsageError(f"--check-against {args.check_against!r} is agent {agent.name!r}, not --agent {args.agent!r}")
     return _admin(args).set_policy(
-        document, against=agent, agent=args.agent, session_id=args.session, by=args.by,
-        expected_version=args.expected_version,
+        document, against=agent, agent=None if args.session is not None else args.agent, session_id=args.session,
+        by=args.by, expected_version=args.expected_version,
     )  # fmt: skip
 
 
@@ -331,8 +361,11 @@ async def cmd_test(args: argparse.Namespace) -> int:
     if not isinstance(document, dict):
         raise UsageError(f"--policy {args.policy}: a policy is a JSON object")
     policy = parse_policy(document)
-    report = backtest(
-        policy, recorded_decisions(store_of(args), agent=args.agent, since=args.since), examples=args.examples
+    evaluate = _evaluator(args.imports) if args.evaluate != "recorded" and policy.auto is not None else None
+    recorded = recorded_decisions(store_of(args), agent=args.agent, since=args.since)
+    # (in a thread: the evaluator's calls run on this event loop, one at a time)
+    report = await asyncio.to_thread(
+        backtest, policy, recorded, examples=args.examples, evaluate=evaluate, rerun=args.evaluate == "all"
     )
     if args.json is not None:
         text = report.model_dump_json(by_alias=True, indent=2)
@@ -353,6 +386,31 @@ async def cmd_test(args: argparse.Namespace) -> int:
     return 0
 
 
+def _evaluator(imports: list[str]) -> Evaluate:
+    """The auto mode's evaluator, run from the backtest's thread on this event loop (its
+    ``timeoutSeconds`` applies; an error or a timeout is an escalation, as at run time)."""
+    from durable_agents.activities.approval_policy import run_evaluator  # (only here: what it loads)
+    from durable_agents.providers.registry import ProviderRegistry
+
+    if str(Path.cwd()) not in sys.path:
+        sys.path.insert(0, str(Path.cwd()))
+    for module in imports:
+        try:
+            importlib.import_module(module)
+        except ImportError as e:
+            raise UsageError(f"--import {module}: cannot import it ({e})") from e
+    loop, providers = asyncio.get_running_loop(), ProviderRegistry()
+
+    def evaluate(call: PolicyCall, auto: AutoMode, criteria: CriteriaSet) -> Evaluation:
+        minimum = criteria.min_confidence if criteria.min_confidence is not None else auto.min_confidence
+        judging = run_evaluator(
+            providers, auto.evaluator, criteria, minimum, call, timeout_seconds=auto.timeout_seconds
+        )
+        return asyncio.run_coroutine_threadsafe(judging, loop).result()
+
+    return evaluate
+
+
 def backtest_table(report: BacktestReport, *, agent: str | None = None, since: datetime | None = None) -> str:
     """The report as people read it: the counts, the count that matters first, then by rule."""
     where = f" of {agent}" if agent else ""
@@ -364,11 +422,26 @@ def backtest_table(report: BacktestReport, *, agent: str | None = None, since: d
         ("would deny what people approved", report.would_deny_approved, ""),
         ("agree with people", report.agree, ""),
         ("would still ask a person", report.would_ask_person, ""),
-        ("would ask the evaluator (not run)", report.would_ask_evaluator, ""),
+        ("would ask the evaluator (no verdict known)", report.would_ask_evaluator, ""),
         ("no person decided (timed out)", report.no_person, ""),
     ]
     width = max(len(str(count)) for _, count, _ in rows)
     lines += [f"  {label:<40} {count:>{width}}{mark}" for label, count, mark in rows]
+    judged = report.evaluator_recorded + report.evaluator_run
+    if judged or report.would_ask_evaluator:
+        cost = f", cost ${report.evaluator_cost_usd:.4f}" if report.evaluator_cost_usd is not None else ""
+        failed = f" ({report.evaluator_failed} failed: asking a person)" if report.evaluator_failed else ""
+        lines.append(
+            f"evaluator: {report.evaluator_recorded} verdicts recorded at run time, {report.evaluator_run} run now"
+            f"{failed}{cost}"
+            + (
+                ""
+                if report.evaluator_run
+                else "; --evaluate missing runs it on the others"
+                if report.would_ask_evaluator
+                else ""
+            )
+        )
     if report.by_rule:
         lines.append("by rule:")
         name_width = max(len(name) for name in report.by_rule)
@@ -383,7 +456,11 @@ def backtest_table(report: BacktestReport, *, agent: str | None = None, since: d
             arguments = json.dumps(call.arguments, ensure_ascii=False, sort_keys=True)
             if len(arguments) > 120:
                 arguments = arguments[:117] + "..."
-            lines.append(f"  {example.verdict}: {call.session_id} {call.tool} {arguments} ({example.decision.reason})")
+            why = example.decision.reason
+            if example.evaluation is not None:
+                why = f"evaluator {example.evaluation.verdict} at {example.evaluation.confidence or 0:.2f}: "
+                why += example.evaluation.reasoning or "no reasoning given"
+            lines.append(f"  {example.verdict}: {call.session_id} {call.tool} {arguments} ({why})")
     return "\n".join(lines)
 
 

@@ -19,7 +19,15 @@ from durable_agents.checkpoint import (
     parse_policy,
     recorded_decisions,
 )
-from durable_agents.checkpoint.format import Checkpoint, CheckpointStatus, Decision, Message, Role, ToolCall
+from durable_agents.checkpoint.format import (
+    Checkpoint,
+    CheckpointStatus,
+    Decision,
+    Evaluation,
+    Message,
+    Role,
+    ToolCall,
+)
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 
@@ -78,6 +86,10 @@ def test_backtest_counts_on_a_hand_made_set():
         "would_ask_person": 2,
         "would_ask_evaluator": 1,
         "no_person": 1,
+        "evaluator_recorded": 0,
+        "evaluator_run": 0,
+        "evaluator_failed": 0,
+        "evaluator_cost_usd": None,
     }
     assert report.automated == 8
     assert {name: (t.decided, t.agree, t.against) for name, t in report.by_rule.items()} == {
@@ -93,6 +105,55 @@ def test_backtest_counts_on_a_hand_made_set():
         ("deny-approved", "huge"),
     ]
     assert report.examples[0].recorded.call.arguments == {"amount_cents": 4000}
+
+
+def _said(verdict: str | None, confidence: float = 0.9, *, evaluator: str = "model:scripted:judge", criteria="emails"):
+    return Evaluation(
+        evaluator=evaluator, criteria=criteria, verdict=verdict, confidence=confidence, min_confidence=0.8
+    )
+
+
+def emailed(approved: bool, evaluation: Evaluation | None = None) -> RecordedDecision:
+    return recorded("send_email", approved, to="x@example.com").model_copy(update={"evaluation": evaluation})
+
+
+def test_the_auto_modes_calls_are_judged_by_recorded_verdicts_then_by_the_evaluator_when_asked():
+    calls = [
+        emailed(False, _said("approve")),  # recorded, sure: it would approve what they rejected
+        emailed(True, _said("approve", 0.5)),  # recorded, unsure: a person again
+        emailed(True, _said("deny")),  # recorded, sure: it would deny what they approved
+        emailed(True, _said("approve", criteria="other")),  # judged by other criteria: unknown
+        emailed(True, _said(None)),  # no verdict (cancelled: a person was first): unknown
+        emailed(True),  # not judged at run time: unknown
+    ]
+    report = backtest(POLICY, calls)
+    assert (report.would_approve_rejected, report.would_ask_person, report.would_deny_approved) == (1, 1, 1)
+    assert (report.would_ask_evaluator, report.evaluator_recorded, report.evaluator_run) == (3, 3, 0)
+    assert report.by_rule["evaluator:emails"].model_dump() == {"decided": 2, "agree": 0, "against": 2}
+
+    asked: list[str] = []
+
+    def evaluate(call, auto, criteria):
+        asked.append(criteria.name)
+        return Evaluation(evaluator="model:scripted:judge", criteria=criteria.name, verdict="approve",
+                          confidence=0.99, cost_usd=0.25)  # fmt: skip
+
+    report = backtest(POLICY, calls, evaluate=evaluate)  # the unknown three run; the recorded stand
+    assert (report.evaluator_recorded, report.evaluator_run, report.agree, report.evaluator_cost_usd) == (3, 3, 3, 0.75)
+    assert report.would_ask_evaluator == 0 and asked == ["emails"] * 3
+    report = backtest(POLICY, calls, evaluate=evaluate, rerun=True)  # every one runs: the criteria changed
+    assert (report.evaluator_recorded, report.evaluator_run, report.agree, report.would_approve_rejected) == (
+        0,
+        6,
+        5,
+        1,
+    )
+
+    def broken(call, auto, criteria):
+        return Evaluation(evaluator="model:scripted:judge", criteria=criteria.name, error="ConnectionError: down")
+
+    report = backtest(POLICY, calls, evaluate=broken, rerun=True)  # an error escalates: never approves
+    assert (report.would_ask_person, report.evaluator_failed, report.automated) == (6, 6, 0)
 
 
 def test_a_report_is_json_and_keeps_only_the_first_examples():

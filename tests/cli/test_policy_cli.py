@@ -195,3 +195,21 @@ def test_policy_test_fails_ci_over_the_threshold(recorded, tmp_path: Path) -> No
     one_line_error(
         runner("policy", "test", "--policy", write(tmp_path, "bad.json", {"allow": [{"name": "x"}]})), 2, "tools"
     )
+
+
+def test_a_policy_for_a_session_that_has_not_run_names_its_agent(cli: Cli, tmp_path: Path) -> None:
+    sid = session_id("unrun")
+    policy = write(tmp_path, "policy.json", PAYMENTS_POLICY)
+    one_line_error(cli("policy", "set", "--session", sid, "--file", policy), 2, "name its agent too")
+    one_line_error(cli("policy", "set", "--file", policy), 2, "name the policy's --agent or its --session")
+    # the agent named with it: checked against that agent's tools by its worker, kept as the session's
+    wrong = write(tmp_path, "wrong.json", {"allow": [{"name": "w", "tools": ["charge_card"],
+                                                        "when": [{"arg": "cents", "op": "<", "value": 1}]}]})  # fmt: skip
+    one_line_error(
+        cli("policy", "set", "--session", sid, "--agent", "payments", "--file", wrong), 2, "no argument 'cents'"
+    )
+    out = cli.ok("policy", "set", "--session", sid, "--agent", "payments", "--file", policy, "--by", "carol")
+    assert "version 1" in out and "carol" in out, out
+    assert cli.read_json("policy", "show", "--session", sid)["policy"]["allow"][0]["name"] == "small"
+    assert cli.read_json("policy", "show", "--agent", "payments")["policy"] is None  # the agent's own: untouched
+    cli.ok("policy", "clear", "--session", sid)

@@ -127,6 +127,36 @@ async def test_an_approval_gated_mcp_tool_pauses_and_runs_once_approved(run_work
     assert len(records(record, "delete_file")) == 1  # the approved call only
 
 
+async def test_an_agents_policy_may_rule_on_its_mcp_tools(run_worker, record, store, tmp_path):
+    """Issue 42: an agent's MCP tools are not in its definition (a run lists them when it
+    starts); the worker lists them when a policy names one, so a rule may, checked against the
+    server's input schema like any tool's. A server that cannot list leaves the policy refused."""
+    server = stdio_server(record, needs_approval={"delete_file"})
+    agent = Agent(name="mcp-ruled", model="scripted:mcp-gated", mcp_servers=[server])
+    down = Agent(name="mcp-down", model="scripted:mcp-gated", mcp_servers=[stdio_server(record, fail=True)])
+    tmp_files = {
+        "name": "tmp files",
+        "tools": ["delete_file"],
+        "when": [{"arg": "path", "op": "starts-with", "value": "/tmp/"}],
+    }
+    sid = session_id()
+    async with run_worker([agent, down]) as client:
+        with pytest.raises(ConfigurationError, match="no argument 'file'"):
+            wrong = {**tmp_files, "when": [{"arg": "file", "op": "starts-with", "value": "/tmp/"}]}
+            await client.set_policy({"allow": [wrong]}, agent="mcp-ruled")
+        with pytest.raises(ConfigurationError, match="no tool 'remove_file'"):
+            await client.set_policy({"allow": [{**tmp_files, "tools": ["remove_file"]}]}, agent="mcp-ruled")
+        with pytest.raises(ConfigurationError, match="could not be listed"):
+            await client.set_policy({"allow": [tmp_files]}, agent="mcp-down")
+        stored = await client.set_policy({"allow": [tmp_files]}, agent="mcp-ruled", by="ops")
+        assert stored.version == 1
+        done = await client.send("mcp-ruled", "Delete it.", session_id=sid)  # no person asked
+    assert done.finish_reason == FinishReason.STOP and done.text == "Deleted."
+    [decision] = store.load(sid).decisions
+    assert (decision.source, decision.rule, decision.tool_name) == ("allow-rule", "tmp files", "delete_file")
+    assert len(records(record, "delete_file")) == 1
+
+
 async def test_mcp_errors_and_invalid_arguments_become_error_results(run_worker, record):
     agent = Agent(name="mcp-errors", model="scripted:mcp-errors", mcp_servers=[stdio_server(record)])
     async with run_worker([agent]) as client:
