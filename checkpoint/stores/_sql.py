@@ -32,6 +32,7 @@ on the store while it runs, so helper methods need no cursor argument.
 from __future__ import annotations
 
 import json
+import math
 import secrets
 import threading
 from abc import abstractmethod
@@ -110,6 +111,20 @@ class Dialect:
 
 _PARSED_HEADERS = 256
 """Sessions whose last header read a store keeps parsed."""
+
+
+def _plain(value: Any) -> bool:
+    """Whether ``value`` reads back from JSON as it is (JSON's own types; no tuple, no
+    non-string key, no other object): a header written with one is kept parsed as written."""
+    if value is None or isinstance(value, (str, bool, int)):
+        return True
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, list):
+        return all(_plain(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _plain(v) for k, v in value.items())
+    return False
 
 
 class SqlStore(CheckpointStore):
@@ -254,12 +269,15 @@ class SqlStore(CheckpointStore):
         if kept is not None and kept[0] == raw:
             return kept[1].model_copy()
         header = self._parse(CheckpointHeader, raw, session_id)
+        self._keep_parsed(session_id, raw, header)
+        return header.model_copy()
+
+    def _keep_parsed(self, session_id: str, raw: str, header: CheckpointHeader) -> None:
         with self._parsed_lock:
             self._parsed.pop(session_id, None)
             if len(self._parsed) >= _PARSED_HEADERS:
                 del self._parsed[next(iter(self._parsed))]
             self._parsed[session_id] = (raw, header)
-        return header.model_copy()
 
     def _parse(self, model: type[Header], raw: str, session_id: str) -> Header:
         try:
@@ -402,12 +420,13 @@ class SqlStore(CheckpointStore):
                 "SELECT transcript_id FROM sessions WHERE session_id = ? AND transcript_id <> ?",
                 (header.session_id, transcript_id),
             ).fetchone()
+        raw = header.to_json()
         self._run(
             _UPSERT_SESSION,
             (
                 header.session_id,
                 transcript_id,
-                header.to_json(),
+                raw,
                 header.agent,
                 header.status.value,
                 header.step_index,
@@ -417,6 +436,8 @@ class SqlStore(CheckpointStore):
                 header.last_error.to_json() if header.last_error else None,
             ),
         )
+        if _plain(header.business_state) and _plain(header.output):  # it reads back as it is: kept parsed
+            self._keep_parsed(header.session_id, raw, header.model_copy())
         if self.history_limit <= 0:
             if replaced is not None:  # (collecting on every save would read the whole transcript)
                 self._collect_garbage(header.session_id)

@@ -98,6 +98,25 @@ def test_a_header_read_again_is_its_own_copy_and_a_write_from_elsewhere_is_seen(
         other.close()
 
 
+def test_a_header_written_with_state_json_reads_differently_reads_back_as_json(tmp_path):
+    # the store keeps the header it wrote, parsed, for its next read, unless its business state
+    # or output would read back otherwise (a tuple, a key that is not a string): then it is read
+    path = tmp_path / "s.db"
+    store, other = SqliteStore(path), SqliteStore(path)
+    try:
+        _grow(store, "a", 1)
+        header = store.load_header("a")
+        for state in ({"k": (1, 2)}, {1: "one"}, ("x",), {"k": [1.5, "s", None, True]}):
+            written = header.model_copy(update={"business_state": state, "updated_at": None})
+            store.append(written, header.message_count, [])
+            assert store.load_header("a").business_state == other.load_header("a").business_state
+        assert store.load_header("a").business_state == {"k": [1.5, "s", None, True]}
+        assert other.load_header("a").updated_at == store.load_header("a").updated_at
+    finally:
+        store.close()
+        other.close()
+
+
 def test_rewriting_the_same_positions_is_idempotent(any_store):
     _grow(any_store, "a", 2)
     header = any_store.load_header("a")
