@@ -5,8 +5,8 @@ call: the cost of one agent step (model turn + tool call), side by side on one w
 
 Three agents, the same no-op tool: ``free`` (not gated), ``ruled`` (gated; an allow rule
 approves every call) and ``granted`` (gated; a tool grant approves every call). Runs
-alternate between them so drift on the machine hits all three alike. Issue 42's target: a
-rule- or grant-decided step costs at most 1.1x an ungated one.
+alternate between them, each round in another order, so drift on the machine hits all three
+alike. Issue 42's target: a rule- or grant-decided step costs at most 1.1x an ungated one.
 """
 
 from __future__ import annotations
@@ -90,15 +90,17 @@ async def main() -> None:
             per_step: dict[str, list[float]] = {a.name: [] for a in agents}
             for name in per_step:  # warm up
                 await agent_client.send(name, "warm up", session_id=f"warm-{name}-{uuid.uuid4().hex[:6]}")
-            for _ in range(opts.runs):
-                for name in per_step:
-                    sid = f"{name}-{uuid.uuid4().hex[:8]}"
+            names, last = list(per_step), {}
+            for run in range(opts.runs):  # each round in another order: each agent takes each place alike
+                for name in names[run % len(names) :] + names[: run % len(names)]:
+                    last[name] = sid = f"{name}-{uuid.uuid4().hex[:8]}"
                     started = time.perf_counter()
                     result = await agent_client.send(name, "go", session_id=sid)
                     assert result.finish_reason == "stop", result
                     per_step[name].append((time.perf_counter() - started) * 1000 / result.steps)
-            decided = store.load(sid).decisions or []
-            assert decided and decided[0].source == "grant", decided[:1]
+            for name, source in (("ruled", "allow-rule"), ("granted", "grant")):
+                decided = store.load(last[name]).decisions or []
+                assert len(decided) == opts.steps - 1 and {d.source for d in decided} == {source}, decided[:1]
     mode = "local" if opts.local else "regular"
     print(f"steps per run: {opts.steps}, runs: {opts.runs}, {mode} activities; ms per step (median, min, max)")
     base = statistics.median(per_step["free"])
