@@ -10,6 +10,8 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
+from pydantic import TypeAdapter
+
 from durable_agents.checkpoint.errors import StoreCorruptError
 from durable_agents.checkpoint.format import CheckpointHeader, CheckpointStatus, HistoryEntry, Message
 
@@ -58,7 +60,25 @@ def cutoff_of(older_than: timedelta | datetime) -> datetime:
 
 def header_key(header: CheckpointHeader) -> str:
     """The header as stored in history, without its timestamp (so retries compare equal)."""
-    return header.model_copy(update={"updated_at": None}).to_json()
+    return header.model_dump_json(by_alias=True, exclude_none=True, exclude={"updated_at"})
+
+
+_STAMP = TypeAdapter(datetime)
+_LAST_FIELD = ',"messageCount":'
+
+
+def header_texts(header: CheckpointHeader) -> tuple[str, str]:
+    """The header's text as a save stores it (``to_json()``) and its :func:`header_key`, from
+    one serialization: a header's size grows with its decisions (issue 42), and a save
+    writes both. ``updatedAt`` is the field before ``messageCount``, the last one."""
+    key = header_key(header)
+    if header.updated_at is None:
+        return key, key
+    cut = key.rfind(_LAST_FIELD)
+    if type(header) is not CheckpointHeader or cut < 0:  # (a subclass's fields: serialize it again)
+        return header.to_json(), key
+    stamp = _STAMP.dump_json(header.updated_at).decode()
+    return f'{key[:cut]},"updatedAt":{stamp}{key[cut:]}', key
 
 
 def transcript_token(header: CheckpointHeader, transcript: int) -> str:

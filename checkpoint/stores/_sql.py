@@ -60,7 +60,7 @@ from durable_agents.checkpoint.stores._common import (
     cutoff_of,
     fresh_transcript_base,
     gc_paused,
-    header_key,
+    header_texts,
     history_entries,
     now,
     past_batch,
@@ -420,7 +420,7 @@ class SqlStore(CheckpointStore):
                 "SELECT transcript_id FROM sessions WHERE session_id = ? AND transcript_id <> ?",
                 (header.session_id, transcript_id),
             ).fetchone()
-        raw = header.to_json()
+        raw, key = header_texts(header)
         self._run(
             _UPSERT_SESSION,
             (
@@ -442,15 +442,16 @@ class SqlStore(CheckpointStore):
             if replaced is not None:  # (collecting on every save would read the whole transcript)
                 self._collect_garbage(header.session_id)
         else:
-            self._add_history_entry(header, transcript_id, saved_at)
+            self._add_history_entry(header, key, transcript_id, saved_at)
 
-    def _add_history_entry(self, header: CheckpointHeader, transcript_id: int, saved_at: object) -> None:
-        sid, key = header.session_id, header_key(header)
-        newest = self._run(
-            "SELECT seq, header, transcript_id FROM checkpoint_history WHERE session_id = ? ORDER BY seq DESC LIMIT 1",
-            (sid,),
+    def _add_history_entry(self, header: CheckpointHeader, key: str, transcript_id: int, saved_at: object) -> None:
+        sid = header.session_id
+        newest = self._run(  # (compared in the database: the header's text is not read back)
+            "SELECT seq, header = ?, transcript_id FROM checkpoint_history WHERE session_id = ?"
+            " ORDER BY seq DESC LIMIT 1",
+            (key, sid),
         ).fetchone()
-        if newest is not None and newest[1] == key and newest[2] == transcript_id:
+        if newest is not None and newest[1] and newest[2] == transcript_id:
             return  # the same save again (a retried activity): no new entry
         seq = newest[0] + 1 if newest else 1
         self._run(
