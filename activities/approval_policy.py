@@ -415,7 +415,7 @@ def plan_in_turn(
             policy=verdict,
         )
         plan.approved[index] = verdict
-        plan.records[index] = decision_record(record_inp, call.arguments)
+        plan.records[index] = decision_record(record_inp, digest=decision.arguments_digest)
     return plan
 
 

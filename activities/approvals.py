@@ -107,9 +107,11 @@ def rejection_by_policy(reason: str) -> str:
     return json.dumps({"error": "denied by the approval policy", "note": reason}, ensure_ascii=False)
 
 
-def decision_record(inp: RecordDecisionInput, arguments: dict[str, Any] | None = None) -> Decision:
+def decision_record(
+    inp: RecordDecisionInput, arguments: dict[str, Any] | None = None, *, digest: str | None = None
+) -> Decision:
     """The ``decisions`` entry for ``inp``: who or what decided, under which policy, and why
-    (``arguments``: the call's as the model gave them, for their digest)."""
+    (``arguments``: the call's as the model gave them, for their digest; or their ``digest``)."""
     decision, policy, evaluation = inp.decision, inp.policy, inp.evaluation
     source = inp.source or "person"
     reason = decision.note if source in ("person", "timeout") else None
@@ -138,7 +140,7 @@ def decision_record(inp: RecordDecisionInput, arguments: dict[str, Any] | None =
         policy_version=policy.policy_version if policy else None,
         agent_policy_version=policy.agent_policy_version or None if policy else None,
         session_policy_version=policy.session_policy_version or None if policy else None,
-        arguments_digest=arguments_digest(arguments) if arguments is not None else None,
+        arguments_digest=digest or (arguments_digest(arguments) if arguments is not None else None),
         evaluation=evaluation,
     )
 
@@ -207,7 +209,7 @@ class ApprovalActivities:
             call = self._shown_call(inp)
             record = decision_record(inp, call.arguments if inp.decision.grant or inp.policy else None)
             if inp.decision.grant is not None:
-                record.grant_created = make_grant(self.deps, inp, call).id
+                record = record.model_copy(update={"grant_created": make_grant(self.deps, inp, call).id})
             rejection = rejection_content(inp.decision.note)
             if inp.source == "evaluator":
                 rejection = rejection_by_policy(record.reason or "the auto mode's evaluator")

@@ -88,25 +88,33 @@ async def main() -> None:
         async with build_worker(client, agents=agents, store=store, task_queue=queue):
             agent_client = AgentClient(client, store, queue)
             per_step: dict[str, list[float]] = {a.name: [] for a in agents}
+            cpu: dict[str, list[float]] = {a.name: [] for a in agents}
             for name in per_step:  # warm up
                 await agent_client.send(name, "warm up", session_id=f"warm-{name}-{uuid.uuid4().hex[:6]}")
             names, last = list(per_step), {}
             for run in range(opts.runs):  # each round in another order: each agent takes each place alike
                 for name in names[run % len(names) :] + names[: run % len(names)]:
                     last[name] = sid = f"{name}-{uuid.uuid4().hex[:8]}"
-                    started = time.perf_counter()
+                    started, used = time.perf_counter(), time.process_time()
                     result = await agent_client.send(name, "go", session_id=sid)
                     assert result.finish_reason == "stop", result
                     per_step[name].append((time.perf_counter() - started) * 1000 / result.steps)
+                    cpu[name].append((time.process_time() - used) * 1000 / result.steps)
             for name, source in (("ruled", "allow-rule"), ("granted", "grant")):
                 decided = store.load(last[name]).decisions or []
                 assert len(decided) == opts.steps - 1 and {d.source for d in decided} == {source}, decided[:1]
     mode = "local" if opts.local else "regular"
-    print(f"steps per run: {opts.steps}, runs: {opts.runs}, {mode} activities; ms per step (median, min, max)")
-    base = statistics.median(per_step["free"])
+    print(
+        f"steps per run: {opts.steps}, runs: {opts.runs}, {mode} activities; ms per step (median, min, max),"
+        " and the process's CPU ms per step (worker, client and this script; median)"
+    )
+    base, cpu_base = statistics.median(per_step["free"]), statistics.median(cpu["free"])
     for name, values in per_step.items():
-        median = statistics.median(values)
-        print(f"  {name:8} {median:6.1f} {min(values):6.1f} {max(values):6.1f}   {median / base:.2f}x ungated")
+        median, cpu_median = statistics.median(values), statistics.median(cpu[name])
+        print(
+            f"  {name:8} {median:6.1f} {min(values):6.1f} {max(values):6.1f}   {median / base:.2f}x ungated"
+            f"   CPU {cpu_median:5.2f} ms ({cpu_median / cpu_base:.2f}x)"
+        )
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from durable_agents.checkpoint._format_model import FormatModel
 from durable_agents.checkpoint.context_policy import ContextSummary, ContextWindow
@@ -212,6 +212,10 @@ class Decision(FormatModel):
     (the assistant turn always keeps the model's). ``position`` is where the
     call's result is in the transcript (call ids repeat; positions do not).
     """
+
+    model_config = ConfigDict(frozen=True)
+    """Recorded once, never changed in place (a changed decision is a copy): stores keep what
+    they wrote of each one."""
 
     approval_id: str
     tool_call_id: str

@@ -67,18 +67,27 @@ _STAMP = TypeAdapter(datetime)
 _LAST_FIELD = ',"messageCount":'
 
 
-def header_texts(header: CheckpointHeader) -> tuple[str, str]:
-    """The header's text as a save stores it (``to_json()``) and its :func:`header_key`, from
-    one serialization: a header's size grows with its decisions (issue 42), and a save
-    writes both. ``updatedAt`` is the field before ``messageCount``, the last one."""
-    key = header_key(header)
-    if header.updated_at is None:
+def header_texts(header: CheckpointHeader, decisions: list[str] | None = None) -> tuple[str, str]:
+    """The header's text as a save stores it (as ``to_json()`` gives it) and its
+    :func:`header_key`, from one serialization: a header's size grows with its decisions
+    (issue 42), and a save writes both. ``updatedAt`` is the field before ``messageCount``,
+    the last one.
+
+    ``decisions``: the header's decisions, each as its ``to_json()`` (a store keeps them apart
+    from its history's keys): then the key leaves them out, and the text has them last but one
+    (the same header when read)."""
+    if decisions is None:
+        key = header_key(header)
+    else:
+        key = header.model_dump_json(by_alias=True, exclude_none=True, exclude={"updated_at", "decisions"})
+    stamp = "" if header.updated_at is None else f',"updatedAt":{_STAMP.dump_json(header.updated_at).decode()}'
+    if decisions is None and not stamp:
         return key, key
     cut = key.rfind(_LAST_FIELD)
     if type(header) is not CheckpointHeader or cut < 0:  # (a subclass's fields: serialize it again)
         return header.to_json(), key
-    stamp = _STAMP.dump_json(header.updated_at).decode()
-    return f'{key[:cut]},"updatedAt":{stamp}{key[cut:]}', key
+    listed = "" if decisions is None else f',"decisions":[{",".join(decisions)}]'
+    return f"{key[:cut]}{listed}{stamp}{key[cut:]}", key
 
 
 def transcript_token(header: CheckpointHeader, transcript: int) -> str:

@@ -12,6 +12,11 @@ Tables (each backend's schema module creates them, append-only migrations):
   transcript's token (``load_transcript_tail``); a session's first id is
   random, so a session deleted and saved again does not repeat one.
 - ``checkpoint_history``: the ring of the newest ``history_limit`` saves.
+- ``history_decisions``: the decisions of history entries, as rows of numbered
+  lists; an entry names its list and how many rows it has. A save that adds
+  decisions adds their rows only (a header carries every decision of its
+  session: issue 42); one whose decisions are not the newest entry's plus more
+  starts another list. The session's row keeps its decisions in its header.
 - ``store_meta``: the store's identity (``store_id``, made with the store).
 - ``tool_markers``: per (session, transcript position of the result): start
   counts that make at-most-once tools detectable, and recorded results (the
@@ -47,6 +52,7 @@ from durable_agents.checkpoint.events import StoredEvent
 from durable_agents.checkpoint.format import (
     CheckpointHeader,
     CheckpointStatus,
+    Decision,
     HistoryEntry,
     Message,
     Role,
@@ -81,7 +87,7 @@ from durable_agents.checkpoint.stores.base import (
 )
 from durable_agents.checkpoint.waiting import WaitingHeader, WaitingSession
 
-Header = TypeVar("Header", CheckpointHeader, WaitingHeader)
+Header = TypeVar("Header", CheckpointHeader, WaitingHeader, Decision)
 
 _UPSERT_SESSION = (
     "INSERT INTO sessions (session_id, transcript_id, header, agent, status, step_index, message_count,"
@@ -138,10 +144,18 @@ class SqlStore(CheckpointStore):
         self.history_limit = history_limit
         self._lock = threading.RLock()
         self._cur: Any = None
+        self._committed: list[Callable[[], None]] = []
+        """What to do once the open transaction commits (kept in memory only what it wrote)."""
         self._store_id: str | None = None
         self._parsed: dict[str, tuple[str, CheckpointHeader]] = {}
         """The last header read of recent sessions, with its stored text (:meth:`_parse_header`)."""
         self._parsed_lock = threading.Lock()
+        self._lists: dict[str, tuple[int, list[str]]] = {}
+        """The decision list each recent session's history entries were last written with here, and
+        its rows' texts, once written (under ``_parsed_lock``; the rows of a list an entry counts
+        never change, and a list's id is never used again)."""
+        self._texts: dict[str, tuple[tuple[Decision, ...], tuple[str, ...]]] = {}
+        """The decisions of each recent session's last save here, and their texts (``_bodies``)."""
 
     @property
     def store_id(self) -> str:
@@ -177,14 +191,17 @@ class SqlStore(CheckpointStore):
             if self._cur is not None:
                 yield self._cur
                 return
+            committed: list[Callable[[], None]] = []
             with self._transaction(write=write) as cur:
-                self._cur = cur
+                self._cur, self._committed = cur, committed
                 try:
                     if write and session_id is not None:
                         self._lock_session(session_id)
                     yield cur
                 finally:
                     self._cur = None
+            for then in committed:  # (what the transaction wrote is the store's now)
+                then()
 
     @contextmanager
     def reading(self) -> Iterator[None]:
@@ -288,12 +305,36 @@ class SqlStore(CheckpointStore):
     def history(self, session_id: str, limit: int | None = None) -> list[HistoryEntry]:
         with self._open(write=False):
             rows = self._run(
-                "SELECT saved_at, transcript_id, header FROM checkpoint_history"
+                "SELECT saved_at, transcript_id, header, decision_list, decision_count FROM checkpoint_history"
                 " WHERE session_id = ? ORDER BY seq DESC LIMIT ?",
                 (session_id, self.dialect.no_limit if limit is None else limit),
             ).fetchall()
-            parsed = [(self._parse_header(h, session_id), t, self.dialect.from_db_time(s)) for s, t, h in rows]
+            lists: dict[int, list[Decision]] = {}
+            parsed = [
+                (self._history_header(h, session_id, lists, d, n), t, self.dialect.from_db_time(s))
+                for s, t, h, d, n in rows
+            ]
             return history_entries(parsed, lambda t, n: self._read_messages(session_id, t, 0, n))
+
+    def _history_header(
+        self, raw: str, session_id: str, lists: dict[int, list[Decision]], list_id: int | None, count: int | None
+    ) -> CheckpointHeader:
+        """A history entry's header, its decisions read from its list (``lists``: those read)."""
+        header = self._parse_header(raw, session_id)
+        if list_id is None or count is None:  # (no decisions, or an entry written with them in its header)
+            return header
+        if list_id not in lists:
+            rows = self._run(
+                "SELECT idx, body FROM history_decisions WHERE session_id = ? AND list_id = ? ORDER BY idx",
+                (session_id, list_id),
+            ).fetchall()
+            if [i for i, _ in rows[:count]] != list(range(count)):
+                raise StoreCorruptError(
+                    f"history of session {session_id!r} in {self.where}: decision list {list_id} has "
+                    f"{len(rows)} rows, an entry names {count}; the store is damaged"
+                )
+            lists[list_id] = [self._parse(Decision, body, session_id) for _, body in rows]
+        return header.model_copy(update={"decisions": lists[list_id][:count]})
 
     def list_sessions(
         self, *, status: CheckpointStatus | None = None, agent: str | None = None
@@ -420,7 +461,9 @@ class SqlStore(CheckpointStore):
                 "SELECT transcript_id FROM sessions WHERE session_id = ? AND transcript_id <> ?",
                 (header.session_id, transcript_id),
             ).fetchone()
-        raw, key = header_texts(header)
+        decisions = header.decisions  # (kept as rows for the history: its keys leave them out)
+        bodies = None if decisions is None else self._bodies(header.session_id, decisions)
+        raw, key = header_texts(header, bodies)
         self._run(
             _UPSERT_SESSION,
             (
@@ -442,36 +485,115 @@ class SqlStore(CheckpointStore):
             if replaced is not None:  # (collecting on every save would read the whole transcript)
                 self._collect_garbage(header.session_id)
         else:
-            self._add_history_entry(header, key, transcript_id, saved_at)
+            self._add_history_entry(header, key, bodies, transcript_id, saved_at)
 
-    def _add_history_entry(self, header: CheckpointHeader, key: str, transcript_id: int, saved_at: object) -> None:
+    def _add_history_entry(
+        self, header: CheckpointHeader, key: str, bodies: list[str] | None, transcript_id: int, saved_at: object
+    ) -> None:
         sid = header.session_id
         newest = self._run(  # (compared in the database: the header's text is not read back)
-            "SELECT seq, header = ?, transcript_id FROM checkpoint_history WHERE session_id = ?"
-            " ORDER BY seq DESC LIMIT 1",
+            "SELECT seq, header = ?, transcript_id, decision_list, decision_count FROM checkpoint_history"
+            " WHERE session_id = ? ORDER BY seq DESC LIMIT 1",
             (key, sid),
         ).fetchone()
-        if newest is not None and newest[1] and newest[2] == transcript_id:
+        listed = self._decision_list(sid, bodies, newest)
+        if newest is not None and newest[1] and newest[2] == transcript_id and (newest[3], newest[4]) == listed:
             return  # the same save again (a retried activity): no new entry
         seq = newest[0] + 1 if newest else 1
         self._run(
-            "INSERT INTO checkpoint_history VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (sid, seq, header.step_index, saved_at, header.status.value, transcript_id, key),
+            "INSERT INTO checkpoint_history (session_id, seq, step, saved_at, status, transcript_id, header,"
+            " decision_list, decision_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (sid, seq, header.step_index, saved_at, header.status.value, transcript_id, key, *listed),
         )
         dropped = self._run(
-            "DELETE FROM checkpoint_history WHERE session_id = ? AND seq <= ? RETURNING transcript_id",
+            "DELETE FROM checkpoint_history WHERE session_id = ? AND seq <= ? RETURNING transcript_id, decision_list",
             (sid, seq - self.history_limit),
         ).fetchall()
-        if any(t != transcript_id for (t,) in dropped):
+        if any(t != transcript_id or (d is not None and d != listed[0]) for t, d in dropped):
             self._collect_garbage(sid)
 
+    def _decision_list(
+        self, session_id: str, bodies: list[str] | None, newest: tuple[Any, ...] | None
+    ) -> tuple[int | None, int | None]:
+        """The decision list and count of a new history entry whose decisions are ``bodies``: the
+        newest entry's list with the rows added since, when its decisions are theirs plus more;
+        else a new list. (None, None): the header has no decisions list."""
+        if bodies is None:
+            return None, None
+        list_id, count = (newest[3], newest[4]) if newest is not None else (None, None)
+        grows = list_id is not None and count is not None and len(bodies) >= count
+        if grows and bodies[:count] == self._list_rows(session_id, list_id, count):
+            self._add_decision_rows(session_id, list_id, count, bodies)
+            return list_id, len(bodies)
+        while True:  # a new list's id is random (as a transcript's first): ids are never used twice
+            fresh = fresh_transcript_base()
+            taken = "SELECT 1 FROM history_decisions WHERE session_id = ? AND list_id = ?"
+            if self._run(taken, (session_id, fresh)).fetchone() is None:
+                break
+        self._add_decision_rows(session_id, fresh, 0, bodies)
+        return fresh, len(bodies)
+
+    def _bodies(self, session_id: str, decisions: list[Decision]) -> list[str]:
+        """Each decision's text (``to_json()``): those this store wrote for the session last
+        time, the same objects (a decision never changes: it is frozen), are not serialized
+        again."""
+        with self._parsed_lock:
+            objects, texts = self._texts.get(session_id, ((), ()))
+        same = 0
+        for kept, decision in zip(objects, decisions, strict=False):
+            if kept is not decision:
+                break
+            same += 1
+        bodies = [*texts[:same], *(d.to_json() for d in decisions[same:])]
+        with self._parsed_lock:
+            self._texts.pop(session_id, None)
+            if len(self._texts) >= _PARSED_HEADERS:
+                del self._texts[next(iter(self._texts))]
+            self._texts[session_id] = (tuple(decisions), tuple(bodies))
+        return bodies
+
+    def _list_rows(self, session_id: str, list_id: int, count: int) -> list[str]:
+        """The first ``count`` rows of a decision list (known from this store's last write of it)."""
+        with self._parsed_lock:
+            kept = self._lists.get(session_id)
+        if kept is not None and kept[0] == list_id and len(kept[1]) >= count:
+            return kept[1][:count]
+        rows = self._run(
+            "SELECT body FROM history_decisions WHERE session_id = ? AND list_id = ? AND idx < ? ORDER BY idx",
+            (session_id, list_id, count),
+        ).fetchall()
+        return [body for (body,) in rows]
+
+    def _add_decision_rows(self, session_id: str, list_id: int, start: int, bodies: list[str]) -> None:
+        if len(bodies) > start:  # (rows past the newest entry's count belong to no entry: replaced)
+            self._cur.executemany(
+                self.dialect.sql(
+                    "INSERT INTO history_decisions VALUES (?, ?, ?, ?)"
+                    " ON CONFLICT (session_id, list_id, idx) DO UPDATE SET body = excluded.body"
+                ),
+                [(session_id, list_id, i, bodies[i]) for i in range(start, len(bodies))],
+            )
+        self._committed.append(lambda: self._keep_list(session_id, list_id, bodies))
+
+    def _keep_list(self, session_id: str, list_id: int, bodies: list[str]) -> None:
+        with self._parsed_lock:
+            self._lists.pop(session_id, None)
+            if len(self._lists) >= _PARSED_HEADERS:
+                del self._lists[next(iter(self._lists))]
+            self._lists[session_id] = (list_id, bodies)
+
     def _collect_garbage(self, session_id: str) -> None:
-        """Drop transcripts that neither the session nor its history points at."""
+        """Drop transcripts and decision lists that neither the session nor its history points at."""
         self._run(
             "DELETE FROM messages WHERE session_id = ? AND transcript_id NOT IN ("
             " SELECT transcript_id FROM sessions WHERE session_id = ?"
             " UNION SELECT transcript_id FROM checkpoint_history WHERE session_id = ?)",
             (session_id, session_id, session_id),
+        )
+        self._run(
+            "DELETE FROM history_decisions WHERE session_id = ? AND list_id NOT IN ("
+            " SELECT decision_list FROM checkpoint_history WHERE session_id = ? AND decision_list IS NOT NULL)",
+            (session_id, session_id),
         )
 
     # -- tool markers (keyed by the result's transcript position) ------------------

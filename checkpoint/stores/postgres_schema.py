@@ -87,4 +87,16 @@ MIGRATIONS: list[str] = [
     );
     CREATE UNIQUE INDEX events_key ON events (session_id, event_key);
     """,
+    # A history entry's decisions as rows (see sqlite_schema.py).
+    """
+    ALTER TABLE checkpoint_history ADD COLUMN decision_list INTEGER;
+    ALTER TABLE checkpoint_history ADD COLUMN decision_count INTEGER;
+    CREATE TABLE history_decisions (
+        session_id TEXT NOT NULL,
+        list_id INTEGER NOT NULL,
+        idx INTEGER NOT NULL,
+        body TEXT NOT NULL,
+        PRIMARY KEY (session_id, list_id, idx)
+    );
+    """,
 ]

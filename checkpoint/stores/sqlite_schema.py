@@ -111,4 +111,20 @@ MIGRATIONS: list[str] = [
     DROP TABLE tool_markers;
     ALTER TABLE tool_markers_packed RENAME TO tool_markers;
     """,
+    # A history entry's decisions as rows (issue 42: a header carries every decision of its
+    # session, and each save added all of them to the ring again): an entry names its list
+    # and how many of its rows it has; a list grows by the decisions added since, and a save
+    # whose decisions are not the newest entry's plus more starts another. Entries written
+    # before (no list) hold their decisions in their header, as the session's row still does.
+    """
+    ALTER TABLE checkpoint_history ADD COLUMN decision_list INTEGER;
+    ALTER TABLE checkpoint_history ADD COLUMN decision_count INTEGER;
+    CREATE TABLE history_decisions (
+        session_id TEXT NOT NULL,
+        list_id INTEGER NOT NULL,
+        idx INTEGER NOT NULL,
+        body TEXT NOT NULL,
+        PRIMARY KEY (session_id, list_id, idx)
+    );
+    """,
 ]

@@ -77,6 +77,7 @@ _COLUMNS = (
     "SELECT COALESCE(SUM(LENGTH(header)), 0) FROM sessions",
     "SELECT COALESCE(SUM(LENGTH(header)), 0) FROM checkpoint_history",
     "SELECT COALESCE(SUM(LENGTH(result)), 0) FROM tool_markers",
+    "SELECT COALESCE(SUM(LENGTH(body)), 0) FROM history_decisions",
 )
 
 
@@ -103,6 +104,6 @@ def storage_bytes(store: CheckpointStore, *, on_disk: bool = False) -> int:
             return cur.execute(
                 "SELECT SUM(pg_total_relation_size(c.oid)) FROM pg_class c"
                 " WHERE c.relkind = 'r' AND c.relnamespace = current_schema()::regnamespace"
-                " AND c.relname IN ('sessions', 'messages', 'checkpoint_history', 'tool_markers')"
+                " AND c.relname IN ('sessions', 'messages', 'checkpoint_history', 'tool_markers', 'history_decisions')"
             ).fetchone()[0]
     raise TypeError(f"no storage measure for {store!r}")

@@ -1,5 +1,6 @@
 """A save's header text and its history key come from one serialization (``header_texts``):
-both must be exactly what ``to_json()`` and ``header_key`` give, whatever the header holds
+both must be exactly what ``to_json()`` and ``header_key`` give (with the decisions kept apart:
+the same JSON, and the key without them), whatever the header holds
 (a store compares history keys as text, and readers parse the stored text)."""
 
 from __future__ import annotations
@@ -59,6 +60,10 @@ def test_a_headers_text_and_key_are_what_to_json_and_header_key_give(state, outp
     assert raw == header.to_json()
     assert key == header_key(header) == header.model_copy(update={"updated_at": None}).to_json()
     assert CheckpointHeader.model_validate_json(raw) == CheckpointHeader.model_validate(json.loads(header.to_json()))
+    if header.decisions is not None:  # kept apart (a store's history): the key leaves them out, the text has them
+        raw, key = header_texts(header, [d.to_json() for d in header.decisions])
+        assert json.loads(raw) == json.loads(header.to_json())
+        assert key == header.model_copy(update={"updated_at": None, "decisions": None}).to_json()
 
 
 def test_a_subclass_with_fields_of_its_own_is_serialized_as_it_is():
