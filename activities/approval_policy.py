@@ -19,6 +19,7 @@ fails, says nothing usable or is unsure escalates: the call stays with a person.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import importlib
 import inspect
 import json
@@ -348,7 +349,20 @@ def policy_decision(
 def in_turn_approval_id(header: CheckpointHeader, position: int) -> str:
     """The approval id of a call the policy approves in its model turn: the same on every
     attempt and resume (the call's idempotency key as a UUID)."""
-    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"durable-agents:policy/{idempotency_key(header, position)}"))
+    return uuid5_of_url(f"durable-agents:policy/{idempotency_key(header, position)}")
+
+
+def uuid5_of_url(name: str) -> str:
+    """``str(uuid.uuid5(uuid.NAMESPACE_URL, name))``, without ``uuid.UUID``'s checks (it runs
+    with each gated call a policy approves in its turn)."""
+    digest = bytearray(hashlib.sha1(_URL_NAMESPACE + name.encode()).digest()[:16])
+    digest[6] = (digest[6] & 0x0F) | 0x50  # version 5
+    digest[8] = (digest[8] & 0x3F) | 0x80  # RFC 4122 variant
+    text = digest.hex()
+    return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
+
+
+_URL_NAMESPACE = uuid.NAMESPACE_URL.bytes
 
 
 class InTurn(FormatModel):
@@ -403,9 +417,9 @@ def plan_in_turn(
         if decision.outcome != "approve":
             continue
         verdict = _verdict(decision, found.agent_policy_version, found.session_policy_version)
-        record_inp = RecordDecisionInput(
+        record_inp = RecordDecisionInput.model_construct(  # (built of validated parts: not validated again)
             session_id=header.session_id,
-            decision=ApprovalDecision(approval_id=in_turn_approval_id(header, position), approved=True),
+            decision=ApprovalDecision.model_construct(approval_id=in_turn_approval_id(header, position), approved=True),
             call=call,
             batch_start=batch_start,
             batch=ids,

@@ -87,8 +87,11 @@ def arguments_digest(arguments: Mapping[str, Any]) -> str:
     The binding of a decision to the arguments it was made on, the same digest the web
     inbox sends back with a decision (``argumentsDigest``): an approval by a grant or a
     rule holds for the arguments with this digest only, never for edited ones."""
-    canonical = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
+    return "sha256:" + hashlib.sha256(_CANONICAL.encode(arguments).encode()).hexdigest()
+
+
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+"""``json.dumps(…, sort_keys=True, separators=(",", ":"), ensure_ascii=False)``, made once."""
 
 
 class PolicyCall(PolicyModel):

@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import AwareDatetime, Field
 
-from durable_agents.checkpoint.approval_grants import Grant
+from durable_agents.checkpoint.approval_grants import Grant, grant_is_live
 from durable_agents.checkpoint.approval_policy import ApprovalPolicy, PolicyModel, parse_policy
 from durable_agents.checkpoint.errors import (
     ConfigurationError,
@@ -236,6 +236,14 @@ class _Database(Protocol):
     def read(self) -> Any:  # a context manager yielding a cursor: single statements
         ...
 
+    def version(self) -> tuple[int, int] | None:
+        """Changes when anything is written to the book, by any connection (None: not known)."""
+        ...
+
+    def quiet(self) -> None:
+        """The open write transaction changes no call's decision inputs (``version`` stays)."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -270,6 +278,10 @@ class _SqliteDatabase:
         self.location = "memory:" if path == ":memory:" else str(Path(path).absolute())
         self.shared = "this process" if path == ":memory:" else "every process using this SQLite file"
         self._lock = threading.Lock()
+        self.writes = 0
+        """This connection's write transactions that may change a call's decision inputs
+        (SQLite's ``data_version`` counts the other connections')."""
+        self._changes = 1
         try:
             if path != ":memory:":
                 _create_private_file(Path(path))
@@ -291,12 +303,21 @@ class _SqliteDatabase:
     def write(self) -> Iterator[sqlite3.Cursor]:
         with self._lock, self._typed():
             self._db.execute("BEGIN IMMEDIATE")
+            self._changes = 1
             try:
                 yield self._db.cursor()
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
             self._db.execute("COMMIT")
+            self.writes += self._changes
+
+    def quiet(self) -> None:
+        self._changes = 0
+
+    def version(self) -> tuple[int, int] | None:
+        with self._lock, self._typed():
+            return self._db.execute("PRAGMA data_version").fetchone()[0], self.writes
 
     @contextmanager
     def read(self) -> Iterator[sqlite3.Cursor]:
@@ -367,6 +388,12 @@ class _PostgresDatabase:
     def read(self) -> Iterator[Any]:
         with self._lock, self._typed(), self._connect().cursor() as cur:
             yield _PostgresCursor(cur)
+
+    def version(self) -> tuple[int, int] | None:
+        return None  # (every gated call reads the book)
+
+    def quiet(self) -> None:
+        pass
 
     @contextmanager
     def _typed(self) -> Iterator[None]:
@@ -468,6 +495,7 @@ _LIVE = (
     "AND (revoked_at IS NULL OR revoked_at > ?)"
 )
 _GRANT_COLUMNS = "id, uses, revoked_at, revoked_by, body"
+_NOT_ENDED = "(expires_at IS NULL OR expires_at > ?) AND (max_uses IS NULL OR uses < max_uses) AND (revoked_at IS NULL OR revoked_at > ?)"
 _CACHE_LIMIT = 4096
 
 
@@ -481,6 +509,9 @@ class PolicyBook:
         self._policies: dict[tuple[str, int], ApprovalPolicy] = {}
         self._effective: dict[tuple[str | None, int, str | None, int], ApprovalPolicy | None] = {}
         self._grants: dict[str, tuple[str, Grant]] = {}
+        self._inputs: dict[tuple[str, str, str | None], tuple[tuple[int, int], datetime, DecisionInputs]] = {}
+        """What ``decision_inputs`` read last per (agent, session, tool), with the book's version
+        and the time it was read for."""
 
     @property
     def shared(self) -> str:
@@ -749,6 +780,7 @@ class PolicyBook:
                 cur.execute("SELECT grant_id, use_number, used_at FROM da_grant_uses WHERE call_key = ?", (call_key,))
                 used = cur.fetchone()
                 if used is not None:
+                    self._db.quiet()  # (nothing written)
                     return GrantUse(
                         call_key=call_key,
                         grant_id=used[0],
@@ -760,7 +792,10 @@ class PolicyBook:
                 uses, max_uses, created_at, expires_at, revoked_at = row
                 refused = _refusal(int(uses), max_uses, created_at, expires_at, revoked_at, at)
                 if refused is not None:
+                    self._db.quiet()
                     return GrantUse(call_key=call_key, grant_id=grant_id, approved=False, refused=refused)
+                if max_uses is None:  # its uses count, but it stays live whatever their number
+                    self._db.quiet()
                 cur.execute(
                     "INSERT INTO da_grant_uses (call_key, grant_id, use_number, used_at) VALUES (?, ?, ?, ?) "
                     "ON CONFLICT DO NOTHING",
@@ -835,10 +870,32 @@ class PolicyBook:
         """The effective policy of ``agent`` in ``session_id`` and the grants live at ``now``
         that could cover its calls (of ``tool`` only, when given), read in one statement
         (one snapshot of the book). Runs once per gated call: parsed policies and grants
-        are kept per process, so a call costs the read."""
+        are kept per process, so a call costs the read. A SQLite book is not read again for
+        the same agent, session and tool while nothing was written to it (SQLite's
+        ``data_version`` for other connections, this one's writes but a use of a grant
+        without ``maxUses``) and time goes forward: its grants are judged again at ``now``."""
+        key = (agent, session_id, tool)
+        version = self._db.version()
+        kept = self._inputs.get(key) if version is not None else None
+        if kept is None or kept[0] != version or now < kept[1]:
+            inputs = self._decision_inputs(agent, session_id, now, tool)
+            if version is not None:
+                if len(self._inputs) >= _CACHE_LIMIT:
+                    self._inputs.clear()
+                self._inputs[key] = (version, now, inputs)
+        else:
+            inputs = kept[2]
+        if all(grant_is_live(g, now) for g in inputs.grants):
+            return inputs
+        return inputs.model_copy(update={"grants": [g for g in inputs.grants if grant_is_live(g, now)]})
+
+    def _decision_inputs(self, agent: str, session_id: str, now: datetime, tool: str | None) -> DecisionInputs:
+        """The policies, and the grants not ended at ``now`` (expired, used up, revoked) that
+        could cover the call: also those made later than ``now`` (``decision_inputs`` judges
+        them at its ``now``)."""
         at = _micros(now)
         by_tool, tool_params = (" AND tool = ?", (tool,)) if tool is not None else ("", ())
-        grants_of = f"UNION ALL SELECT 'grant', {_GRANT_COLUMNS} FROM da_grants WHERE {{}}{by_tool} AND {_LIVE} "
+        grants_of = f"UNION ALL SELECT 'grant', {_GRANT_COLUMNS} FROM da_grants WHERE {{}}{by_tool} AND {_NOT_ENDED} "
         sql = (  # each grant kind a search of the scope index: other sessions' grants are not read
             "SELECT 'policy', scope_kind, version, NULL, digest, body FROM da_policies "
             "WHERE (scope_kind = 'agent' AND scope_name = ?) OR (scope_kind = 'session' AND scope_name = ?) "
@@ -846,7 +903,7 @@ class PolicyBook:
             + grants_of.format("kind = 'agent' AND agent = ? AND session_id IS NULL")
             + grants_of.format("kind = 'tool' AND agent IS NULL AND session_id IS NULL")
         )
-        live = (*tool_params, at, at, at)
+        live = (*tool_params, at, at)
         with self._db.read() as cur:
             cur.execute(sql, (agent, session_id, agent, session_id, *live, agent, *live, *live))
             rows = cur.fetchall()

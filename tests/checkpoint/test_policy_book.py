@@ -319,6 +319,51 @@ def test_expiry_is_judged_by_the_time_given(open_book):
         book.use_grant("g1", "k-naive", datetime(2026, 12, 3, 9, 5))
 
 
+def test_decision_inputs_see_every_change_at_once_and_time_going_forward(open_book):
+    """A book may keep what it read for a call (a SQLite book does, while nothing is written to
+    it): the next call still sees every change, by this handle or another process's, and each
+    grant judged at its own time."""
+    book, other = open_book(), open_book()
+    book.set_policy(AGENT, NO_HUGE_REFUNDS, by="alice", now=T0)
+    book.add_grant(grant("g1", expires_at=T0 + timedelta(minutes=10)))
+
+    def ids(minutes: int) -> list[str]:
+        now = T0 + timedelta(minutes=minutes)
+        return [g.id for g in book.decision_inputs("support", "chat-42", now, tool="refund").grants]
+
+    assert ids(1) == ["g1"]
+    other.revoke_grant("g1", by="bob", now=T0 + timedelta(minutes=2))  # another process's change
+    assert ids(1) == ["g1"] and ids(3) == []
+    other.add_grant(grant("g2", kind="agent", max_uses=1))
+    assert ids(3) == ["g2"]
+    book.use_grant("g2", "chat-42#5", T0 + timedelta(minutes=3))  # this handle's change: its last use
+    assert ids(3) == []
+    book.add_grant(grant("later", created_at=T0 + timedelta(minutes=20)))  # made "in the future"
+    assert ids(4) == [] and ids(20) == ["later"]
+    book.add_grant(grant("short", expires_at=T0 + timedelta(minutes=30), created_at=T0 + timedelta(minutes=20)))
+    assert ids(25) == ["later", "short"]
+    other.add_grant(grant("unrelated", kind="agent", agent="sales"))
+    assert ids(30) == ["later"]  # read at 30: "short" had expired
+    assert ids(21) == ["later", "short"]  # an earlier time than the last read: judged at it
+    other.set_policy(AGENT, SMALL_REFUNDS, by="carol", now=T0 + timedelta(minutes=31))
+    inputs = book.decision_inputs("support", "chat-42", T0 + timedelta(minutes=31), tool="refund")
+    assert inputs.agent_policy_version == 2 and inputs.policy is not None and inputs.policy.allow
+
+
+def test_a_sqlite_book_reads_a_calls_inputs_once_while_nothing_changes(tmp_path):
+    book = policy_book_for(SqliteStore(tmp_path / "store.db"))
+    book.set_policy(AGENT, SMALL_REFUNDS, by="alice", now=T0)
+    book.add_grant(grant("g1", kind="agent"))
+    statements: list[str] = []
+    book._db._db.set_trace_callback(statements.append)
+    for minute in range(1, 6):
+        book.decision_inputs("support", "chat-42", T0 + timedelta(minutes=minute), tool="refund")
+        book.use_grant("g1", f"chat-42#{minute}", T0 + timedelta(minutes=minute))  # no maxUses: stays live
+    reads = [s for s in statements if "FROM da_policies" in s]
+    assert len(reads) == 1, reads
+    assert book.get_grant("g1").uses == 5
+
+
 def test_the_stored_judgement_is_grant_is_live():
     moments = [T0 - timedelta(seconds=1), T0, T0 + timedelta(minutes=5), T0 + timedelta(minutes=10)]
     for expires in (None, T0 + timedelta(minutes=10)):
