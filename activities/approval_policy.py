@@ -417,9 +417,9 @@ def plan_in_turn(
         if decision.outcome != "approve":
             continue
         verdict = _verdict(decision, found.agent_policy_version, found.session_policy_version)
-        record_inp = RecordDecisionInput.model_construct(  # (built of validated parts: not validated again)
+        record_inp = RecordDecisionInput(
             session_id=header.session_id,
-            decision=ApprovalDecision.model_construct(approval_id=in_turn_approval_id(header, position), approved=True),
+            decision=ApprovalDecision(approval_id=in_turn_approval_id(header, position), approved=True),
             call=call,
             batch_start=batch_start,
             batch=ids,

@@ -122,7 +122,7 @@ def decision_record(
             f"evaluator {evaluation.evaluator} by criteria {evaluation.criteria!r} "
             f"(confidence {evaluation.confidence or 0:.2f}): {evaluation.reasoning or 'no reasoning given'}"
         )
-    return Decision.model_construct(  # (of validated parts: not validated again; a test checks it would pass)
+    return Decision(
         approval_id=decision.approval_id,
         tool_call_id=inp.call.id,
         tool_name=inp.call.name,

@@ -1,6 +1,6 @@
-"""What the approval path builds without validating again (it runs with each gated call a
-policy approves) is what validation would have given: the decision records, and the
-approval ids of calls approved in their model turn."""
+"""What the approval path computes its own way (it runs with each gated call a policy
+approves) is what the standard way gives: approval ids of calls approved in their model
+turn, arguments digests; and each decision record reads back as it was written."""
 
 from __future__ import annotations
 
