@@ -34,6 +34,7 @@ imports neither Temporal nor an LLM SDK; time is always passed in (``now``, time
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import sqlite3
@@ -54,6 +55,12 @@ from durable_agents.checkpoint.errors import (
     PolicyVersionConflictError,
     StoreCorruptError,
     StoreUnavailableError,
+)
+from durable_agents.checkpoint.stores.sqlite import (
+    CHECKPOINT_EVERY,
+    FALLBACK_AUTOCHECKPOINT,
+    checkpoint_thread,
+    passive_checkpoints,
 )
 
 if TYPE_CHECKING:
@@ -282,6 +289,10 @@ class _SqliteDatabase:
         """This connection's write transactions that may change a call's decision inputs
         (SQLite's ``data_version`` counts the other connections')."""
         self._changes = 1
+        self._file = None if path == ":memory:" else self.location
+        self._commits = 0
+        self._catch_up = False
+        self._checkpointing = False
         try:
             if path != ":memory:":
                 _create_private_file(Path(path))
@@ -290,6 +301,9 @@ class _SqliteDatabase:
             if path != ":memory:":
                 self._db.execute("PRAGMA journal_mode=WAL")
                 self._db.execute("PRAGMA synchronous=NORMAL")  # the store's: a commit survives a process crash
+                # as the store's: the WAL is copied into the file by a background thread, not by a
+                # commit on the worker's event loop (a grant's use is a write); commits only past this
+                self._db.execute(f"PRAGMA wal_autocheckpoint={FALLBACK_AUTOCHECKPOINT}")
             with self.write() as cur:
                 for statement in _schema("INTEGER PRIMARY KEY AUTOINCREMENT"):
                     cur.execute(statement)
@@ -311,9 +325,36 @@ class _SqliteDatabase:
                 raise
             self._db.execute("COMMIT")
             self.writes += self._changes
+            if self._file is not None:
+                self._committed()
 
     def quiet(self) -> None:
         self._changes = 0
+
+    def _committed(self) -> None:
+        """After a commit: every ``CHECKPOINT_EVERY`` commits a background checkpoint (the
+        store's thread), and the commit after one copies what was written meanwhile."""
+        self._commits += 1
+        if self._catch_up:
+            self._catch_up = False
+            with contextlib.suppress(sqlite3.Error):
+                self._db.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        elif self._commits % CHECKPOINT_EVERY == 0 and not self._checkpointing:
+            self._checkpointing = True
+            try:
+                checkpoint_thread().submit(self._checkpoint)
+            except RuntimeError:  # the interpreter is shutting down: commits checkpoint past the fallback
+                self._checkpointing = False
+
+    def _checkpoint(self) -> None:
+        try:
+            assert self._file is not None
+            passive_checkpoints(self._file)
+            self._catch_up = True
+        except sqlite3.Error:  # best effort: the next one, or a commit past the fallback
+            pass
+        finally:
+            self._checkpointing = False
 
     def version(self) -> tuple[int, int] | None:
         with self._lock, self._typed():

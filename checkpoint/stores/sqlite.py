@@ -209,17 +209,7 @@ class SqliteStore(SqlStore):
         """A passive checkpoint on a connection of its own: it never waits for, nor blocks, a writer.
         Best effort: a failure leaves the WAL to the next one (or to a commit, past the fallback)."""
         try:
-            # mode=rw: a file deleted meanwhile is not created again (the store's next write says it is gone)
-            db = sqlite3.connect(f"file:{quote(self._location)}?mode=rw", uri=True, timeout=0, isolation_level=None)
-            try:
-                copied = 0
-                for _ in range(CHECKPOINT_PASSES):  # each copies what was committed during the last
-                    busy, _, done = db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-                    if busy or done - copied < CATCH_UP_FRAMES:
-                        break
-                    copied = done
-            finally:
-                db.close()
+            passive_checkpoints(self._location)
             self._catch_up = True
         except sqlite3.Error as e:
             log.debug("background checkpoint of SQLite store %s: %s", self._location, e)
@@ -250,6 +240,27 @@ class SqliteStore(SqlStore):
 _pool: list[ThreadPoolExecutor] = []
 _pool_lock = threading.Lock()
 os.register_at_fork(after_in_child=_pool.clear)  # a forked child has no thread of its parent's pool
+
+
+def passive_checkpoints(location: str) -> None:
+    """Copy a SQLite file's WAL into it on a connection of its own, without waiting for or
+    blocking a writer (``PASSIVE``; again while a pass copied ``CATCH_UP_FRAMES`` or more,
+    what was committed during the last). A file deleted meanwhile is not created again."""
+    db = sqlite3.connect(f"file:{quote(location)}?mode=rw", uri=True, timeout=0, isolation_level=None)
+    try:
+        copied = 0
+        for _ in range(CHECKPOINT_PASSES):
+            busy, _, done = db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            if busy or done - copied < CATCH_UP_FRAMES:
+                break
+            copied = done
+    finally:
+        db.close()
+
+
+def checkpoint_thread() -> ThreadPoolExecutor:
+    """The process's one thread for background WAL checkpoints (the stores' and the policy books')."""
+    return _checkpointer()
 
 
 def _checkpointer() -> ThreadPoolExecutor:

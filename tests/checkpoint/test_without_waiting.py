@@ -13,6 +13,7 @@ import pytest
 
 from durable_agents.checkpoint import Checkpoint, CheckpointStatus, FileStore, Message, SqliteStore
 from durable_agents.checkpoint.format import Role
+from durable_agents.checkpoint.policy_book import BOOK_SUFFIX
 from durable_agents.checkpoint.stores import sqlite as sqlite_store
 from durable_agents.checkpoint.stores.base import WouldWait
 from durable_agents.checkpoint.stores.sqlite import BUSY_TIMEOUT_MS
@@ -235,3 +236,37 @@ def _wal_frames(path) -> int:
     """The frames in the file's WAL since it last started over (a passive checkpoint reports them)."""
     with contextlib.closing(sqlite3.connect(path)) as other:
         return other.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()[1]
+
+
+def test_the_policy_book_leaves_its_wal_checkpoints_to_the_background_thread(tmp_path, monkeypatch) -> None:
+    """A grant's use is a write to the policy book, in the model turn's store call on the
+    worker's event loop: as the store's, its commits leave copying the WAL to the background
+    thread (and the WAL starts over after), instead of SQLite's own checkpoint every 1,000
+    pages inside a commit."""
+    from datetime import UTC, datetime, timedelta
+
+    from durable_agents.checkpoint.approval_grants import Grant, GrantScope
+    from durable_agents.checkpoint.policy_book import _SqliteDatabase, policy_book_for
+
+    book = policy_book_for(SqliteStore(tmp_path / "s.db"))
+    assert book._db._db.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == sqlite_store.FALLBACK_AUTOCHECKPOINT
+    threads: list[str] = []
+    checkpoint = _SqliteDatabase._checkpoint
+
+    def recorded(self: _SqliteDatabase) -> None:
+        threads.append(threading.current_thread().name)
+        checkpoint(self)
+
+    monkeypatch.setattr(_SqliteDatabase, "_checkpoint", recorded)
+    now = datetime.now(UTC)
+    scope = GrantScope(kind="agent", tool="t", agent="a")
+    book.add_grant(Grant(id="g", scope=scope, created_by="x", created_at=now - timedelta(seconds=1)))
+    for i in range(1500):  # ~4 pages a use: SQLite's own checkpoints would have run in 5 of these commits
+        assert book.use_grant("g", f"k{i}", now).approved
+    sqlite_store._checkpointer().submit(lambda: None).result()
+    assert len(threads) >= 2 and all(name.startswith("durable-agents-sqlite-checkpoint") for name in threads), threads
+    book.use_grant("g", "k-last", now)  # copies what was written since; the next write starts the WAL over
+    book.use_grant("g", "k-after", now)
+    assert _wal_frames(tmp_path / f"s.db{BOOK_SUFFIX}") < 1000
+    assert book.get_grant("g").uses == 1502
+    book.close()
