@@ -521,8 +521,12 @@ class SqlStore(CheckpointStore):
         if bodies is None:
             return None, None
         list_id, count = (newest[3], newest[4]) if newest is not None else (None, None)
-        grows = list_id is not None and count is not None and len(bodies) >= count
-        if grows and bodies[:count] == self._list_rows(session_id, list_id, count):
+        if (
+            isinstance(list_id, int)
+            and isinstance(count, int)
+            and len(bodies) >= count
+            and bodies[:count] == self._list_rows(session_id, list_id, count)  # theirs, and more
+        ):
             self._add_decision_rows(session_id, list_id, count, bodies)
             return list_id, len(bodies)
         while True:  # a new list's id is random (as a transcript's first): ids are never used twice
