@@ -7,12 +7,15 @@ Three agents, the same no-op tool: ``free`` (not gated), ``ruled`` (gated; an al
 approves every call) and ``granted`` (gated; a tool grant approves every call). Runs
 alternate between them, each round in another order, so drift on the machine hits all three
 alike. Issue 42's target: a rule- or grant-decided step costs at most 1.1x an ungated one.
+Besides each agent's median, the median of the paired ratios (each run ÷ the ungated run of
+its round, which cancels the host's drift between rounds) with its 95% interval.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import statistics
 import sys
 import tempfile
@@ -88,6 +91,7 @@ async def main() -> None:
         async with build_worker(client, agents=agents, store=store, task_queue=queue):
             agent_client = AgentClient(client, store, queue)
             per_step: dict[str, list[float]] = {a.name: [] for a in agents}
+            paired: dict[str, list[float]] = {a.name: [] for a in agents}  # ÷ the same round's ungated step
             cpu: dict[str, list[float]] = {a.name: [] for a in agents}
             for name in per_step:  # warm up
                 await agent_client.send(name, "warm up", session_id=f"warm-{name}-{uuid.uuid4().hex[:6]}")
@@ -100,6 +104,8 @@ async def main() -> None:
                     assert result.finish_reason == "stop", result
                     per_step[name].append((time.perf_counter() - started) * 1000 / result.steps)
                     cpu[name].append((time.process_time() - used) * 1000 / result.steps)
+                for name in names:
+                    paired[name].append(per_step[name][-1] / per_step["free"][-1])
             for name, source in (("ruled", "allow-rule"), ("granted", "grant")):
                 decided = store.load(last[name]).decisions or []
                 assert len(decided) == opts.steps - 1 and {d.source for d in decided} == {source}, decided[:1]
@@ -115,6 +121,21 @@ async def main() -> None:
             f"  {name:8} {median:6.1f} {min(values):6.1f} {max(values):6.1f}   {median / base:.2f}x ungated"
             f"   CPU {cpu_median:5.2f} ms ({cpu_median / cpu_base:.2f}x)"
         )
+    low, high = median_interval(paired["ruled"]), median_interval(paired["granted"])
+    print(
+        "  paired (each run ÷ its round's ungated run), median and its 95% interval:"
+        f" ruled {statistics.median(paired['ruled']):.2f}x ({low[0]:.2f}-{low[1]:.2f}),"
+        f" granted {statistics.median(paired['granted']):.2f}x ({high[0]:.2f}-{high[1]:.2f})"
+    )
+
+
+def median_interval(values: list[float]) -> tuple[float, float]:
+    """A distribution-free 95% confidence interval of the median: the order statistics of
+    ranks (n - 1.96 sqrt(n)) / 2 and 1 + (n + 1.96 sqrt(n)) / 2, the first rounded down and
+    the second up (the binomial's normal approximation; n of a dozen or more)."""
+    ordered, n = sorted(values), len(values)
+    low, high = math.floor((n - 1.96 * n**0.5) / 2), math.ceil(1 + (n + 1.96 * n**0.5) / 2)
+    return ordered[max(low - 1, 0)], ordered[min(high - 1, n - 1)]
 
 
 if __name__ == "__main__":
