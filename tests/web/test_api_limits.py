@@ -181,8 +181,8 @@ async def test_a_waiting_session_whose_id_ends_in_approval_is_shown_and_decided(
 # -- reads while the run cannot answer ---------------------------------------------------------
 async def test_reads_while_the_runs_workflow_task_fails_answer_from_the_store_not_500(served: Served):
     """An outside client's update over Temporal's own 2 MB limit fails the run's workflow task
-    (retried for a while, then the update fails): meanwhile the run answers no query. The
-    session and its waiting call are read from the store; a decision is refused, never a 500."""
+    (retried for a while, then the update fails): meanwhile the run answers no query at once.
+    The session and its waiting call are read from the store; a decision is refused, never a 500."""
     sid = await served.waiting(prefix="stuck")
     handle = served.client.temporal.get_workflow_handle(sid)
     pending = await served.client.pending_approval(sid)
