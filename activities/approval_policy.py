@@ -36,6 +36,7 @@ from temporalio import activity
 from durable_agents.activities import tracing
 from durable_agents.activities.approvals import (
     decision_record,
+    policy_record,
     record_decision_now,
     rejection_by_policy,
     rejection_content,
@@ -322,10 +323,10 @@ def policy_decision(
         decision = decide(found.policy, grants, policy_call, now)
         if decision.layer != "grant" or decision.grant_id is None:
             break
-        used = book.use_grant(decision.grant_id, idempotency_key(header, position), now)
-        if used.approved:
-            if used.grant_id != decision.grant_id:  # this call used another grant before
-                decision = decision.model_copy(update={"grant_id": used.grant_id})
+        used = book.take_use(decision.grant_id, idempotency_key(header, position), now)
+        if used is not None:
+            if used != decision.grant_id:  # this call used another grant before
+                decision = decision.model_copy(update={"grant_id": used})
             break
         grants = [g for g in grants if g.id != decision.grant_id]  # revoked, used up meanwhile
     verdict = _verdict(decision, found.agent_policy_version, found.session_policy_version)
@@ -398,7 +399,7 @@ def plan_in_turn(
     book = policy_book(deps)
     if book is None:
         return plan
-    batch_start, ids, now = turn_position + 1, [call.id for call in calls], datetime.now(UTC)
+    batch_start, now = turn_position + 1, datetime.now(UTC)
     for index in gated:
         call, position = calls[index], batch_start + index
         kept = next(
@@ -417,19 +418,8 @@ def plan_in_turn(
         if decision.outcome != "approve":
             continue
         verdict = _verdict(decision, found.agent_policy_version, found.session_policy_version)
-        record_inp = RecordDecisionInput(
-            session_id=header.session_id,
-            decision=ApprovalDecision(approval_id=in_turn_approval_id(header, position), approved=True),
-            call=call,
-            batch_start=batch_start,
-            batch=ids,
-            index=index,
-            agent=config.agent,
-            source=verdict.source,
-            policy=verdict,
-        )
         plan.approved[index] = verdict
-        plan.records[index] = decision_record(record_inp, digest=decision.arguments_digest)
+        plan.records[index] = policy_record(in_turn_approval_id(header, position), call, position, verdict)
     return plan
 
 
@@ -460,8 +450,7 @@ def settle_in_turn(
         for index, verdict in plan.approved.items():
             if verdict.source != "grant" or verdict.grant_id is None:
                 continue
-            used = book.use_grant(verdict.grant_id, idempotency_key(header, turn_position + 1 + index), now)
-            if not used.approved:
+            if book.take_use(verdict.grant_id, idempotency_key(header, turn_position + 1 + index), now) is None:
                 taken_back.add(index)
                 del approved[index]
     if taken_back:  # (rare: a grant changed between the read and the use) the decisions are taken back

@@ -28,6 +28,7 @@ from durable_agents.activities.contracts import (
     CheckApprovalsInput,
     CheckApprovalsOutput,
     PauseForApprovalInput,
+    PolicyVerdict,
     RecordDecisionInput,
     RecordDecisionOutput,
 )
@@ -40,7 +41,15 @@ from durable_agents.checkpoint.approval_grants import Grant, grant_from_approval
 from durable_agents.checkpoint.approval_policy import PolicyCall, arguments_digest
 from durable_agents.checkpoint.errors import ConfigurationError, FailureType
 from durable_agents.checkpoint.events import parse_event
-from durable_agents.checkpoint.format import CheckpointHeader, CheckpointStatus, Decision, Message, ToolCall
+from durable_agents.checkpoint.format import (
+    CheckpointHeader,
+    CheckpointStatus,
+    Decision,
+    DecisionSource,
+    Evaluation,
+    Message,
+    ToolCall,
+)
 
 
 def rejection_content(note: str | None) -> str:
@@ -122,25 +131,75 @@ def decision_record(
             f"evaluator {evaluation.evaluator} by criteria {evaluation.criteria!r} "
             f"(confidence {evaluation.confidence or 0:.2f}): {evaluation.reasoning or 'no reasoning given'}"
         )
-    return Decision(
-        approval_id=decision.approval_id,
-        tool_call_id=inp.call.id,
-        tool_name=inp.call.name,
+    return _record(
+        decision.approval_id,
+        inp.call,
+        inp.position,
         approved=decision.approved,
-        decided_at=datetime.now(UTC),  # the activity's clock: when the decision was recorded
         decided_by=decision.decided_by,
         note=decision.note,
         arguments=decision.arguments if decision.approved else None,
-        position=inp.position,
         source=source if (inp.source or policy or evaluation) else None,
+        reason=reason,
+        policy=policy,
+        criteria=(policy.criteria if policy else None) or (evaluation.criteria if evaluation else None),
+        digest=digest or (arguments_digest(arguments) if arguments is not None else None),
+        evaluation=evaluation,
+    )
+
+
+def policy_record(approval_id: str, call: ToolCall, position: int, verdict: PolicyVerdict) -> Decision:
+    """The ``decisions`` entry of a call the approval policy approved by ``verdict`` (a rule,
+    ``approveAll`` or a grant) in its model turn: :func:`decision_record` of such a decision,
+    built without the activity input (it runs with every call a policy approves in its turn)."""
+    return _record(
+        approval_id,
+        call,
+        position,
+        approved=True,
+        source=verdict.source,
+        reason=verdict.reason,
+        policy=verdict,
+        criteria=verdict.criteria,
+        digest=verdict.arguments_digest,
+    )
+
+
+def _record(
+    approval_id: str,
+    call: ToolCall,
+    position: int,
+    *,
+    approved: bool,
+    source: DecisionSource | None,
+    reason: str | None,
+    policy: PolicyVerdict | None,
+    criteria: str | None,
+    digest: str | None,
+    decided_by: str | None = None,
+    note: str | None = None,
+    arguments: dict[str, Any] | None = None,
+    evaluation: Evaluation | None = None,
+) -> Decision:
+    return Decision(
+        approval_id=approval_id,
+        tool_call_id=call.id,
+        tool_name=call.name,
+        approved=approved,
+        decided_at=datetime.now(UTC),  # the activity's clock: when the decision was recorded
+        decided_by=decided_by,
+        note=note,
+        arguments=arguments,
+        position=position,
+        source=source,
         reason=reason,
         rule=policy.rule if policy else None,
         grant_id=policy.grant_id if policy and source == "grant" else None,
-        criteria=(policy.criteria if policy else None) or (evaluation.criteria if evaluation else None),
+        criteria=criteria,
         policy_version=policy.policy_version if policy else None,
         agent_policy_version=policy.agent_policy_version or None if policy else None,
         session_policy_version=policy.session_policy_version or None if policy else None,
-        arguments_digest=digest or (arguments_digest(arguments) if arguments is not None else None),
+        arguments_digest=digest,
         evaluation=evaluation,
     )
 

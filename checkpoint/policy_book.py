@@ -313,20 +313,8 @@ class _SqliteDatabase:
                 "or restore a backup"
             ) from e
 
-    @contextmanager
-    def write(self) -> Iterator[sqlite3.Cursor]:
-        with self._lock, self._typed():
-            self._db.execute("BEGIN IMMEDIATE")
-            self._changes = 1
-            try:
-                yield self._db.cursor()
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
-            self.writes += self._changes
-            if self._file is not None:
-                self._committed()
+    def write(self) -> _SqliteWrite:
+        return _SqliteWrite(self)
 
     def quiet(self) -> None:
         self._changes = 0
@@ -357,8 +345,11 @@ class _SqliteDatabase:
             self._checkpointing = False
 
     def version(self) -> tuple[int, int] | None:
-        with self._lock, self._typed():
-            return self._db.execute("PRAGMA data_version").fetchone()[0], self.writes
+        with self._lock:
+            try:
+                return self._db.execute("PRAGMA data_version").fetchone()[0], self.writes
+            except sqlite3.OperationalError as e:
+                raise self.typed(e) from e
 
     @contextmanager
     def read(self) -> Iterator[sqlite3.Cursor]:
@@ -370,13 +361,58 @@ class _SqliteDatabase:
         try:
             yield
         except sqlite3.OperationalError as e:
-            if "locked" in str(e) or "busy" in str(e):
-                raise StoreUnavailableError(f"policy book {self.location}: {e}") from e
-            raise StoreCorruptError(f"policy book {self.location}: {e}") from e
+            raise self.typed(e) from e
+
+    def typed(self, error: sqlite3.OperationalError) -> StoreUnavailableError | StoreCorruptError:
+        """The typed error for SQLite's ``error``: a lock or a busy file is an outage."""
+        if "locked" in str(error) or "busy" in str(error):
+            return StoreUnavailableError(f"policy book {self.location}: {error}")
+        return StoreCorruptError(f"policy book {self.location}: {error}")
 
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+
+class _SqliteWrite:
+    """One write transaction of a :class:`_SqliteDatabase` (``BEGIN IMMEDIATE`` … ``COMMIT``,
+    rolled back on an exception), under its lock; SQLite's errors typed. A class rather than
+    a generator: a grant's use is one of these in the step of every call a grant approves."""
+
+    __slots__ = ("_database",)
+
+    def __init__(self, database: _SqliteDatabase) -> None:
+        self._database = database
+
+    def __enter__(self) -> sqlite3.Cursor:
+        database = self._database
+        database._lock.acquire()
+        try:
+            database._db.execute("BEGIN IMMEDIATE")
+        except BaseException as e:
+            database._lock.release()
+            if isinstance(e, sqlite3.OperationalError):
+                raise database.typed(e) from e
+            raise
+        database._changes = 1
+        return database._db.cursor()
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, _tb: object) -> None:
+        database = self._database
+        try:
+            if error is not None:
+                database._db.execute("ROLLBACK")
+            else:
+                database._db.execute("COMMIT")
+                database.writes += database._changes
+                if database._file is not None:
+                    database._committed()
+        except sqlite3.OperationalError as e:
+            raise database.typed(e) from e
+        finally:
+            database._lock.release()
+        if isinstance(error, sqlite3.OperationalError):
+            raise database.typed(error) from error
 
 
 def _create_private_file(path: Path) -> None:
@@ -807,6 +843,28 @@ class PolicyBook:
         whichever grant is asked about and whatever ``now``: a retried activity takes nothing
         more. Serialized across processes (one write transaction: SQLite's ``BEGIN
         IMMEDIATE``, PostgreSQL's row lock on the grant), so ``maxUses`` is never exceeded."""
+        used = self._use(grant_id, call_key, now)
+        return GrantUse(
+            call_key=call_key,
+            grant_id=used[0],
+            approved=used[1],
+            use=used[2],
+            used_at=used[3],
+            refused=used[4],
+            repeated=used[5],
+        )
+
+    def take_use(self, grant_id: str, call_key: str, now: datetime) -> str | None:
+        """:meth:`use_grant`, answering only which grant approved the call (the one asked
+        about, or the one the call key used before); None: refused, nothing taken. For the
+        step of every call a grant approves: no record of the answer is built."""
+        used = self._use(grant_id, call_key, now)
+        return used[0] if used[1] else None
+
+    def _use(
+        self, grant_id: str, call_key: str, now: datetime
+    ) -> tuple[str, bool, int | None, datetime | None, GrantRefusal | None, bool]:
+        """:meth:`use_grant`'s answer as (grant id, approved, use, used at, refused, repeated)."""
         at = _micros(now)
         for _ in range(3):  # (PostgreSQL: another grant took this call key meanwhile; then it is answered)
             with self._db.write() as cur:
@@ -822,19 +880,12 @@ class PolicyBook:
                 used = cur.fetchone()
                 if used is not None:
                     self._db.quiet()  # (nothing written)
-                    return GrantUse(
-                        call_key=call_key,
-                        grant_id=used[0],
-                        approved=True,
-                        use=int(used[1]),
-                        used_at=_moment(used[2]),
-                        repeated=True,
-                    )
+                    return used[0], True, int(used[1]), _moment(used[2]), None, True
                 uses, max_uses, created_at, expires_at, revoked_at = row
                 refused = _refusal(int(uses), max_uses, created_at, expires_at, revoked_at, at)
                 if refused is not None:
                     self._db.quiet()
-                    return GrantUse(call_key=call_key, grant_id=grant_id, approved=False, refused=refused)
+                    return grant_id, False, None, None, refused, False
                 if max_uses is None:  # its uses count, but it stays live whatever their number
                     self._db.quiet()
                 cur.execute(
@@ -850,7 +901,7 @@ class PolicyBook:
                 )
                 if cur.rowcount != 1:  # the row is locked: cannot happen; never take a use beyond maxUses
                     raise StoreCorruptError(f"policy book {self.location}: grant {grant_id!r} changed under its lock")
-                return GrantUse(call_key=call_key, grant_id=grant_id, approved=True, use=int(uses) + 1, used_at=now)
+                return grant_id, True, int(uses) + 1, now, None, False
         raise StoreUnavailableError(f"policy book {self.location}: call key {call_key!r} kept being taken; try again")
 
     def grant_uses(self, grant_id: str) -> list[GrantUse]:

@@ -24,7 +24,7 @@ import pytest
 from durable_agents.checkpoint import ApprovalPolicy, ConfigurationError, FileStore, MemoryStore, PolicyCall, decide
 from durable_agents.checkpoint.approval_grants import Grant, GrantScope, grant_is_live
 from durable_agents.checkpoint.encryption import EncryptionKeys, new_key
-from durable_agents.checkpoint.errors import PolicyVersionConflictError
+from durable_agents.checkpoint.errors import PolicyVersionConflictError, StoreUnavailableError
 from durable_agents.checkpoint.policy_book import (
     BOOK_SUFFIX,
     FILE_STORE_BOOK,
@@ -304,6 +304,43 @@ def test_a_grant_is_used_at_most_once_per_call_key(open_book):
     assert (used_up.approved, used_up.refused, used_up.use) == (False, "used-up", None)
     assert book.get_grant("g1").uses == 2
     assert [(u.call_key, u.use) for u in book.grant_uses("g1")] == [("chat-42#9", 2), ("chat-42#7", 1)]
+
+
+def test_take_use_answers_as_use_grant_does(open_book):
+    """``take_use`` (the step of a call a grant approves) takes the same use ``use_grant``
+    would, and answers only which grant approved: a retry gets the first grant's answer,
+    a refusal is None and takes nothing."""
+    book, retry = open_book(), open_book()
+    book.add_grant(grant("g1", max_uses=1))
+    book.add_grant(grant("g2", kind="agent"))
+    assert book.take_use("g1", "chat-42#7", T0 + timedelta(seconds=1)) == "g1"
+    assert retry.take_use("g2", "chat-42#7", T0 + timedelta(hours=9)) == "g1"  # a retry, another grant
+    assert book.take_use("g1", "chat-42#9", T0) is None  # used up
+    assert book.get_grant("g1").uses == 1 and book.get_grant("g2").uses == 0
+    assert [(u.call_key, u.use) for u in book.grant_uses("g1")] == [("chat-42#7", 1)]
+    assert book.take_use("g2", "chat-42#9", T0) == "g2"
+    assert (book.get_grant("g2").uses, book.use_grant("g2", "chat-42#9", T0).repeated) == (1, True)
+    with pytest.raises(ConfigurationError, match="no grant 'nope'"):
+        book.take_use("nope", "chat-42#10", T0)
+
+
+def test_a_book_locked_by_another_process_is_a_retryable_error_and_then_works(tmp_path):
+    """A grant's use that cannot get the book's write lock (another process holds it past the
+    wait) fails as a store outage (retryable), rolls nothing in, and leaves this handle
+    working once the lock is gone."""
+    book = SqlitePolicyBook(tmp_path / "book.db")
+    book.add_grant(grant("g1"))
+    book._db._db.execute("PRAGMA busy_timeout = 50")  # (the handle waits 30 s; the test does not)
+    holder = sqlite3.connect(tmp_path / "book.db", isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    with pytest.raises(StoreUnavailableError, match="locked"):
+        book.take_use("g1", "chat-42#7", T0)
+    with pytest.raises(StoreUnavailableError, match="locked"):
+        book.use_grant("g1", "chat-42#7", T0)
+    holder.execute("ROLLBACK")
+    holder.close()
+    assert book.take_use("g1", "chat-42#7", T0) == "g1"
+    assert book.get_grant("g1").uses == 1
 
 
 def test_expiry_is_judged_by_the_time_given(open_book):
