@@ -27,10 +27,9 @@ import logging
 import time
 import uuid
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError
+from pydantic import AwareDatetime, Field, ValidationError
 from temporalio import activity
 
 from durable_agents.activities import tracing
@@ -42,7 +41,7 @@ from durable_agents.activities.approvals import (
     rejection_content,
 )
 from durable_agents.activities.contracts import ApprovalDecision, PolicyVerdict, RecordDecisionInput
-from durable_agents.activities.deps import ActivityDeps, policy_book
+from durable_agents.activities.deps import ActivityDeps, asked_at, policy_book, policy_now
 from durable_agents.activities.events import streams, write_events_now
 from durable_agents.activities.keys import idempotency_key
 from durable_agents.activities.step_events import approval_decided
@@ -98,6 +97,10 @@ class DecideByPolicyInput(FormatModel):
     index: int
     turn_position: int | None = None
     """Set when ``call`` is a reference: its arguments are read from this turn."""
+    asked_at: AwareDatetime | None = None
+    """Temporal's time when the workflow asked (``workflow.now()``; this is a local activity,
+    whose start time is the worker's clock): grants are judged at the latest of it and the
+    worker's clock (None in older histories)."""
 
 
 class DecideByPolicyOutput(FormatModel):
@@ -136,7 +139,8 @@ class PolicyDecisionActivities:
     @activity.defn(name=DECIDE_BY_POLICY)
     async def decide_by_policy(self, inp: DecideByPolicyInput) -> DecideByPolicyOutput:
         """Decide the gated call by policy, and record the decision when it is made here."""
-        return await self.deps.in_store(self._decide, inp)
+        with asked_at(inp.asked_at):  # (the time grants are judged at)
+            return await self.deps.in_store(self._decide, inp)
 
     def _decide(self, inp: DecideByPolicyInput) -> DecideByPolicyOutput:
         deps = self.deps
@@ -316,7 +320,7 @@ def policy_decision(
     if book is None:
         return None
     policy_call = PolicyCall(agent=agent, session_id=session_id, tool=call.name, arguments=call.arguments)
-    now = datetime.now(UTC)
+    now = policy_now()
     found = book.decision_inputs(agent, session_id, now, tool=call.name)
     grants: list[Grant] = list(found.grants)
     while True:
@@ -399,7 +403,7 @@ def plan_in_turn(
     book = policy_book(deps)
     if book is None:
         return plan
-    batch_start, now = turn_position + 1, datetime.now(UTC)
+    batch_start, now = turn_position + 1, policy_now()
     for index in gated:
         call, position = calls[index], batch_start + index
         kept = next(
@@ -446,7 +450,7 @@ def settle_in_turn(
     book = policy_book(deps) if any(v.source == "grant" for v in approved.values()) else None
     taken_back: set[int] = set()
     if book is not None:
-        now = datetime.now(UTC)
+        now = policy_now()
         for index, verdict in plan.approved.items():
             if verdict.source != "grant" or verdict.grant_id is None:
                 continue

@@ -32,7 +32,7 @@ from durable_agents.activities.contracts import (
     RecordDecisionInput,
     RecordDecisionOutput,
 )
-from durable_agents.activities.deps import ActivityDeps, policy_book
+from durable_agents.activities.deps import ActivityDeps, asked_at, policy_book, policy_now
 from durable_agents.activities.events import streams, write_events_now
 from durable_agents.activities.keys import idempotency_key
 from durable_agents.activities.step_events import approval_decided, approval_requested, rejected_call
@@ -274,7 +274,8 @@ class ApprovalActivities:
                 rejection = rejection_by_policy(record.reason or "the auto mode's evaluator")
             return record_decision_now(self.deps, inp, record, rejection)
 
-        return RecordDecisionOutput(recorded_through=await self.deps.in_store(write))
+        with asked_at(inp.asked_at):  # (the time a grant counts from)
+            return RecordDecisionOutput(recorded_through=await self.deps.in_store(write))
 
     def _shown_call(self, inp: RecordDecisionInput) -> ToolCall:
         """The decided call with the arguments the model gave (the ones shown), read from its turn
@@ -336,7 +337,7 @@ def make_grant(deps: ActivityDeps, inp: RecordDecisionInput, call: ToolCall) -> 
     kept = book.get_grant(grant_id)
     if kept is not None:
         return kept
-    now = datetime.now(UTC)  # the activity's clock: the grant's expiry counts from the decision's record
+    now = policy_now()  # the grant's expiry counts from the decision's record, in Temporal's time
     try:
         grant = grant_from_approval(
             grant_id=grant_id,

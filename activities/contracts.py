@@ -11,7 +11,7 @@ import json
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
+from pydantic import AwareDatetime, Field, SerializerFunctionWrapHandler, model_serializer
 from pydantic_core import PydanticUndefined
 
 from durable_agents.checkpoint.approval_grants import GrantKind
@@ -228,6 +228,10 @@ class ModelTurnInput(StepPayload):
     """The approval policy decides the turn's gated calls in this activity once the turn is
     stored (:func:`~durable_agents.activities.approval_policy.decide_in_turn`); False in older
     histories: each gated call is decided in its own local activity."""
+    asked_at: AwareDatetime | None = None
+    """Temporal's time when the workflow asked for the turn (``workflow.now()``), set when it
+    decides gated calls: a grant's expiry is judged at the latest of it, Temporal's start of
+    the attempt and the worker's clock (``activities.deps.policy_now``)."""
 
 
 class ModelTurnOutput(StepPayload):
@@ -524,6 +528,9 @@ class RecordDecisionInput(FormatModel):
     """The auto mode's evaluator on this call, when it judged it."""
     policy: PolicyVerdict | None = None
     """The policy's decision that sent the call to the evaluator or a person (its version, reason)."""
+    asked_at: AwareDatetime | None = None
+    """Temporal's time when the workflow asked (``workflow.now()``): a grant the decision makes
+    counts its time from the latest of it and the worker's clock (None in older histories)."""
 
     @property
     def position(self) -> int:

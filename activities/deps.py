@@ -7,7 +7,8 @@ import contextlib
 import logging
 import math
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TypeVar
@@ -226,6 +227,37 @@ def policy_book(deps: ActivityDeps) -> PolicyBook | None:
             )
             deps.book = None
     return deps.book if isinstance(deps.book, PolicyBook) else None
+
+
+_ASKED_AT: ContextVar[datetime | None] = ContextVar("durable_agents_asked_at", default=None)
+
+
+@contextlib.contextmanager
+def asked_at(at: datetime | None) -> Iterator[None]:
+    """Within: ``at``, Temporal's time when the workflow asked for this activity
+    (``workflow.now()``, in its input), counts in :func:`policy_now`. A local activity needs
+    it: its start time is the worker's clock, not Temporal's."""
+    token = _ASKED_AT.set(at)
+    try:
+        yield
+    finally:
+        _ASKED_AT.reset(token)
+
+
+def policy_now() -> datetime:
+    """Now, for what an approval policy judges against the time (a grant's making, its
+    expiry): the latest of this worker's clock, Temporal's time when this activity attempt
+    started, and Temporal's time when the workflow asked for it (:func:`asked_at`). On a
+    real server they agree within the clocks' skew, and the latest is taken, so a worker
+    whose clock lags the server's never lets a grant approve past its time. On a
+    time-skipping test server Temporal's time runs ahead of the worker's, and a grant lasts
+    its time in Temporal's time, as a durable timer would. Outside an activity: the
+    worker's clock (and ``asked_at``)."""
+    now = datetime.now(UTC)
+    moments = [now, _ASKED_AT.get()]
+    if activity.in_activity():
+        moments.append(activity.info().started_time)
+    return max(m for m in moments if m is not None)
 
 
 def _attempt_time_left() -> float:

@@ -27,7 +27,7 @@ from durable_agents.activities.contracts import (
     call_ref,
     call_views,
 )
-from durable_agents.activities.deps import ActivityDeps, heartbeating
+from durable_agents.activities.deps import ActivityDeps, asked_at, heartbeating
 from durable_agents.activities.events import TurnStream, generate, turn_stream
 from durable_agents.activities.tools import ToolActivities, run_in_turn, runs_in_turn
 from durable_agents.activities.transcript import repaired_turn
@@ -56,7 +56,8 @@ class ModelActivities:
 
     @activity.defn(name=MODEL_TURN)
     async def model_turn(self, inp: ModelTurnInput) -> ModelTurnOutput:
-        output = await self._model_turn(inp)
+        with asked_at(inp.asked_at):  # (the time a gated call's grants are judged at)
+            output = await self._model_turn(inp)
         if output.turn_position is not None:  # after a context summary: it was stored too
             output.appended += output.turn_position - inp.position
         return output

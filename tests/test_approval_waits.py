@@ -14,7 +14,7 @@ from durable_agents.activities.contracts import ApprovalDecision, PendingApprova
 from durable_agents.checkpoint import CheckpointStatus, FinishReason
 from durable_agents.client.connection import data_converter
 from durable_agents.devserver import find_test_server_binary
-from tests import agents
+from tests import agents, policy_agents
 from tests.conftest import session_id
 
 
@@ -35,6 +35,17 @@ async def _paused(client: AgentClient, sid: str) -> PendingApproval:
             return pending
         await asyncio.sleep(0.05)
     raise AssertionError("the run never paused for approval")
+
+
+async def _finished(store, sid: str) -> None:
+    """Wait for the run to finish, polling the store: ``result()`` would let the server skip
+    time while local activities it does not see run."""
+    for _ in range(200):
+        header = store.load_header(sid)
+        if header is not None and header.status == CheckpointStatus.FINISHED:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"the run of {sid} never finished")
 
 
 async def test_an_approval_three_days_later_still_resumes_the_run(skipping, store, task_queue):
@@ -70,3 +81,31 @@ async def test_an_approval_timeout_rejects_with_a_note(skipping, store, task_que
     rejected = json.loads(result.messages[-2].content)
     assert "timed out" in rejected["note"] and result.messages[-2].is_error
     assert agents.CALL_LOG == []  # never ran
+
+
+@pytest.mark.parametrize("agent", [policy_agents.payer, policy_agents.payer_local], ids=["regular", "local"])
+async def test_a_grants_expiry_is_judged_by_temporals_clock(skipping, store, task_queue, agent):
+    """A ten-minute grant approves a call nine minutes later and none eleven minutes later,
+    in the time a time-skipping test server keeps (the worker's own clock moved by seconds),
+    with regular activities and with local ones (whose start time is the worker's clock)."""
+    policy_agents.CALL_LOG.clear()
+    async with build_worker(skipping.client, agents=[agent], store=store, task_queue=task_queue):
+        client = AgentClient(skipping.client, store, task_queue)
+        first, within, after = session_id(), session_id(), session_id()
+        handle = await client.start(agent.name, "100", session_id=first)
+        pending = await _paused(client, first)
+        grant = {"scope": "agent", "expiresInSeconds": 600}
+        await handle.signal("approve", {"approvalId": pending.approval_id, "approved": True, "grant": grant})
+        await _finished(store, first)
+
+        await skipping.sleep(timedelta(minutes=9))
+        await client.start(agent.name, "200", session_id=within)
+        await _finished(store, within)
+
+        await skipping.sleep(timedelta(minutes=2))
+        await client.start(agent.name, "300", session_id=after)
+        assert (await _paused(client, after)).arguments == {"amount_cents": 300}
+    made = f"grant-{pending.approval_id}"
+    assert [(d.source, d.grant_id) for d in store.load(within).decisions] == [("grant", made)]
+    assert not store.load(after).decisions  # nothing decided: a person is asked
+    assert [args["amount_cents"] for _, args in policy_agents.CALL_LOG] == [100, 200]

@@ -368,6 +368,7 @@ class AgentRunWorkflow:
                     output_retries_used=self.state.output_retries,
                     tools_seconds=tools_seconds,
                     decide_gated=decide_gated,
+                    asked_at=workflow.now() if decide_gated else None,
                 ),
                 timeout=self.config.model_timeout_seconds + slack + tools_seconds,
                 heartbeat=self.config.model_heartbeat_seconds,
@@ -673,6 +674,7 @@ class AgentRunWorkflow:
                 source=source if by_policy else None,  # (older histories: as recorded then)
                 evaluation=evaluation,
                 policy=ruled.verdict if ruled is not None else None,
+                asked_at=workflow.now() if by_policy else None,
             ),
         )
         if evaluator is not None and evaluator.decided and evaluation is not None:
@@ -701,6 +703,7 @@ class AgentRunWorkflow:
                 batch=batch.ids,
                 index=index,
                 turn_position=self._refs_turn(),
+                asked_at=workflow.now(),
             ),
             summary=f"approval policy {call.name} {call.id}",
             local=True,  # a few reads and one write: cheap, and re-run safely (it finds its record)
