@@ -3,7 +3,8 @@
 ``set_policy`` update, as the wire contract page shows it) and Node's ``@temporalio/client``
 (``executeUpdateWithStart``), against a worker serving the agent: kept in the store's policy
 book when it fits the agent's tools; refused, nothing kept, when it names an argument the
-tool lacks, has a field the format does not know, or expects another version."""
+tool lacks, has a field the format does not know, or expects another version. And a grant
+("approve and stop asking") made with a decision sent by the ``temporal`` CLI."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import shlex
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +26,10 @@ from durable_agents import build_worker
 from durable_agents.checkpoint import SqliteStore
 from durable_agents.checkpoint.policy_book import PolicyBook, PolicyScope, policy_book_for
 from durable_agents.contract import PAGE
-from tests.outside_clients.agents import AGENT_NAME, payer
-from tests.outside_clients.conftest import Outside, Ran, temporal
+from tests.outside_clients.agents import AGENT_NAME, AMOUNT_CENTS, RECIPIENT, charges_of, payer
+from tests.outside_clients.conftest import Outside, Ran, run_input, temporal
 from tests.outside_clients.test_node_client import node_client_dir
+from tests.outside_clients.test_temporal_cli import approve_payload, decide, result, start, wait_pending
 
 pytestmark = pytest.mark.integration
 __all__ = ["node_client_dir"]  # the fixture that installs @temporalio/client (or skips without node)
@@ -153,3 +156,37 @@ async def test_the_node_client_sets_a_policy_and_is_told_a_refusal(node_client_d
     stale = await node({"policy": SMALL, "changedBy": "nora", "expectedVersion": before})
     assert stale["event"] == "refused" and stale["type"] == "PolicyVersionConflictError", stale
     assert book_of(outside).policy(PolicyScope.of_agent(agent)).version == before + 1
+
+
+async def test_approve_and_stop_asking_from_the_temporal_cli(outside: Outside) -> None:
+    """A person deciding with ``temporal workflow update execute --name decide`` makes a grant
+    (the decision's ``grant``): the agent's next call runs without asking, the one after asks
+    again (one use); a grant with a rejection is refused, nothing decided."""
+    book, scope = book_of(outside), PolicyScope.of_agent(AGENT_NAME)
+    if book.policy(scope).policy is not None:  # (the module's other tests set one: a person decides here)
+        book.clear_policy(scope, by="test", now=datetime.now(UTC))
+    first, second, third = outside.session("grant"), outside.session("grant"), outside.session("grant")
+    await start(outside, first, run_input(first))
+    pending = await wait_pending(outside, first)
+
+    refused = await decide(outside, first, json.dumps({**json.loads(approve_payload(pending["approvalId"])),
+                                                       "approved": False, "grant": {"scope": "agent"}}))  # fmt: skip
+    assert refused.returncode != 0 and "InvalidDecisionError" in refused.stdout + refused.stderr, refused
+    assert book.get_grant(f"grant-{pending['approvalId']}") is None
+
+    grant = {"scope": "agent", "maxUses": 1, "expiresInSeconds": 600}
+    ran = await decide(outside, first, approve_payload(pending["approvalId"], grant=grant), "-o", "json")
+    assert ran.returncode == 0, f"the decide update failed: {ran}; {await outside.diagnose(first)}"
+    assert ran.json()["result"]["summary"]["finishReason"] == "stop"
+    made = book.get_grant(f"grant-{pending['approvalId']}")
+    assert made is not None and made.created_by == "temporal-cli" and made.uses == 0 and made.max_uses == 1
+
+    await start(outside, second, run_input(second))
+    assert (await result(outside, second))["finishReason"] == "stop"  # approved by the grant: nobody asked
+    assert charges_of(second) == [{"amount_cents": AMOUNT_CENTS, "recipient": RECIPIENT}]
+    used = book.get_grant(made.id)
+    assert used is not None and used.uses == 1
+
+    await start(outside, third, run_input(third))
+    assert (await wait_pending(outside, third))["toolName"] == "charge_card"  # used up: a person again
+    assert charges_of(third) == []
