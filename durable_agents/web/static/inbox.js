@@ -587,6 +587,119 @@ async function renderGrants(params) {
   }
 }
 
+// Approval policies: an agent's (every session of it) or one session's, read by anyone signed in and
+// changed by an operator. A change goes through the server to a worker serving the agent, which
+// checks it against the agent's tools; it is written against the version shown, so a change made
+// meanwhile by someone else is refused (409) rather than overwritten.
+const POLICY_EXAMPLE = '{"deny": [], "allow": [{"name": "small payments", "tools": ["pay"], "when": [{"arg": "amount_cents", "op": "<=", "value": 5000}]}]}';
+
+// The document as an operator edits it: without its version (the server's to give) and unset fields.
+function policyText(policy) {
+  const { version, ...rest } = policy;
+  return JSON.stringify(rest, (key, value) => (value === null ? undefined : value), 2);
+}
+
+async function renderPolicies(params) {
+  const kind = params.get("session") != null ? "session" : "agent";
+  const name = (params.get(kind) || "").trim();
+  const which = h("select", { id: "policy-kind" }, h("option", { value: "agent" }, "agent"), h("option", { value: "session" }, "session"));
+  which.value = kind;
+  const target = h("input", { type: "search", id: "policy-target", placeholder: "agent name or session id", value: name });
+  const pick = h("form", {
+    class: "filters", id: "policy-pick",
+    onsubmit: (e) => { e.preventDefault(); if (target.value.trim()) location.hash = `#/policies?${which.value}=${enc(target.value.trim())}`; },
+  }, which, target, h("button", { type: "submit" }, "Open"));
+  const body = h("div", { id: "policy" });
+  const changes = h("tbody", {});
+  show(h("h1", {}, "Approval policies"), pick, body,
+    h("h2", {}, name ? `Changes of ${kind} ${name}` : "Latest changes"),
+    h("table", { id: "policy-changes" },
+      h("thead", {}, h("tr", {}, ["changed", "by", "of", "version", ""].map((t) => h("th", {}, t)))), changes));
+  if (name) await loadPolicy(body, kind, name, () => loadPolicyChanges(changes, kind, name));
+  await loadPolicyChanges(changes, kind, name);
+}
+
+async function loadPolicy(body, kind, name, changed) {
+  const path = `api/policies/${kind === "agent" ? "agents" : "sessions"}/${enc(name)}`;
+  let stored;
+  try {
+    stored = await api(path);
+  } catch (e) {
+    body.replaceChildren(h("p", { class: "error", id: "policy-error" }, e.message));
+    return;
+  }
+  const operator = me.roles.includes("operator");
+  const state = h("p", { id: "policy-state" });
+  const editor = h("textarea", { id: "policy-text", rows: "16", spellcheck: "false", placeholder: POLICY_EXAMPLE });
+  editor.readOnly = !operator;
+  const error = h("p", { class: "error", id: "policy-error" });
+  const done = h("p", { class: "notice", id: "policy-done" });
+  const shown = (kept) => {
+    stored = kept;
+    editor.value = kept.policy ? policyText(kept.policy) : "";
+    state.textContent = kept.version
+      ? `version ${kept.version}${kept.policy ? "" : " (cleared: every gated call asks a person)"}, by ${kept.changedBy} ${when(kept.changedAt)}`
+      : "no policy: every gated call asks a person";
+    if (clear) clear.disabled = !kept.policy;
+  };
+  const change = async (button, request, what) => {
+    error.textContent = ""; done.textContent = "";
+    button.disabled = true;
+    try {
+      shown(await request());
+      done.textContent = what(stored);
+      changed();
+    } catch (e) {
+      error.textContent = e.status === 409 ? `${e.message} Reload to see it, then change it again.` : e.message;
+    } finally {
+      button.disabled = false;
+      if (clear) clear.disabled = !stored.policy;
+    }
+  };
+  const save = operator ? h("button", { type: "button", class: "approve", id: "policy-save" }, "Save") : null;
+  const clear = operator ? h("button", { type: "button", class: "reject", id: "policy-clear" }, "Clear") : null;
+  if (operator) {
+    save.onclick = () => {
+      let policy;
+      try {
+        policy = JSON.parse(editor.value);
+      } catch (e) {
+        error.textContent = `not JSON: ${e.message}`;
+        done.textContent = "";
+        return;
+      }
+      change(save, () => api(path, { method: "PUT", body: { policy, expectedVersion: stored.version } }),
+        (kept) => `saved as version ${kept.version}: it decides the next gated call`);
+    };
+    clear.onclick = () => change(clear, () => api(`${path}?expectedVersion=${stored.version}`, { method: "DELETE" }),
+      (kept) => `cleared (version ${kept.version}): every gated call asks a person`);
+  }
+  shown(stored);
+  body.replaceChildren(h("h2", {}, `${kind} ${name}`), state,
+    h("label", { for: "policy-text" }, "Policy ",
+      h("span", { class: "hint" }, operator ? "(JSON: deny rules, allow rules, approveAll, auto; see the docs' approval policy reference)" : "(read only: an operator changes it)")),
+    editor, operator ? h("div", { class: "actions" }, save, clear) : null, error, done);
+}
+
+async function loadPolicyChanges(rows, kind, name) {
+  const q = new URLSearchParams({ limit: "50" });
+  if (name) q.set(kind, name);
+  let page;
+  try {
+    page = await api(`api/policies/changes?${q}`);
+  } catch (e) {
+    rows.replaceChildren(h("tr", {}, h("td", { class: "error", colspan: 5 }, e.message)));
+    return;
+  }
+  rows.replaceChildren();
+  if (!page.changes.length) rows.append(h("tr", {}, h("td", { colspan: 5 }, "no changes")));
+  for (const c of page.changes) {
+    const of = h("a", { href: `#/policies?${c.scope.kind}=${enc(c.scope.name)}` }, `${c.scope.kind} ${c.scope.name}`);
+    rows.append(h("tr", { "data-version": String(c.toVersion) }, h("td", {}, when(c.changedAt)), h("td", {}, c.changedBy), h("td", {}, of),
+      h("td", {}, `v${c.fromVersion} → v${c.toVersion}`), h("td", {}, c.newPolicy ? "set" : "cleared")));
+  }
+}
+
 // Who or what decided a call (a person, a rule, a grant, the auto mode's evaluator, a timeout), and
 // under which policy version: nothing the policy approved is shown as if nobody had.
 function decider(d) {
@@ -631,6 +744,7 @@ function route() {
   if (view === "diff") return renderDiff(params);
   if (view === "audit") return renderAudit();
   if (view === "grants") return renderGrants(params);
+  if (view === "policies") return renderPolicies(params);
   return renderInbox(params);
 }
 
