@@ -14,6 +14,7 @@ from temporalio.client import WorkflowUpdateFailedError
 from durable_agents.checkpoint import CheckpointStatus, FinishReason, Role
 from durable_agents.checkpoint.approval_grants import Grant, GrantScope
 from durable_agents.checkpoint.policy_book import PolicyScope, policy_book_for
+from durable_agents.cli._render import decision_text
 from tests import policy_agents
 from tests.conftest import session_id
 
@@ -247,6 +248,8 @@ async def test_auto_mode_approves_and_denies_with_confidence(run_worker, store):
     assert approved.evaluation.verdict == "approve" and approved.evaluation.confidence == 0.95
     assert approved.evaluation.decided and approved.evaluation.latency_ms is not None
     assert "small payment" in approved.reason
+    took = f"the evaluator's verdict approve in {approved.evaluation.latency_ms:.0f} ms"
+    assert took in decision_text(approved)  # what the CLI shows (approvals --decided, show)
     assert (denied.source, denied.approved) == ("evaluator", False)
     assert results(done)[1]["error"] == "denied by the approval policy"
 
@@ -290,6 +293,7 @@ async def test_auto_mode_leaves_the_call_to_a_person_when_unsure(run_worker, sto
     assert (decision.source, decision.decided_by) == ("person", "dora")
     assert decision.evaluation is not None and not decision.evaluation.decided
     assert escalated in decision.evaluation.escalated
+    assert "the evaluator left it to a person" in decision_text(decision)
 
 
 async def test_a_person_deciding_first_cancels_the_evaluator(run_worker, store):

@@ -11,6 +11,7 @@ from durable_agents.checkpoint.format import (
     Checkpoint,
     CheckpointStatus,
     Decision,
+    Evaluation,
     HistoryEntry,
     Message,
     Role,
@@ -183,6 +184,14 @@ def decided_by(decision: Decision) -> str:
     return who
 
 
+def evaluation_cost(evaluation: Evaluation) -> str:
+    """``the evaluator's verdict approve in 412 ms, $0.0004``: what it said, how long it took
+    and what it cost (when its model has a price)."""
+    took = f" in {evaluation.latency_ms:.0f} ms" if evaluation.latency_ms is not None else ""
+    cost = f", ${evaluation.cost_usd:.4f}" if evaluation.cost_usd is not None else ""
+    return f"the evaluator's verdict {evaluation.verdict or 'none'}{took}{cost}"
+
+
 def decision_text(decision: Decision) -> str:
     """``✓ approved by alice at … , note '…', ran with {…}``: who or what decided, when, the
     note, the edited arguments, why (a rule's, a grant's, the evaluator's reason), a grant made."""
@@ -199,6 +208,10 @@ def decision_text(decision: Decision) -> str:
     evaluation = decision.evaluation
     if evaluation is not None and not evaluation.decided and evaluation.escalated:
         parts.append(f"the evaluator left it to a person ({_short(evaluation.escalated, 80)})")
+        if evaluation.reasoning:
+            parts.append(f"its reasoning {_short(evaluation.reasoning, 120)!r}")
+    if evaluation is not None:
+        parts.append(evaluation_cost(evaluation))
     if decision.grant_created is not None:
         parts.append(f"made grant {decision.grant_created}")
     return ", ".join(parts) + f" [approval {decision.approval_id}]"

@@ -115,3 +115,32 @@ async def test_a_viewer_reads_a_policy_and_cannot_change_it(served: Served, shot
     finally:
         book.clear_policy(scope, by="test", now=datetime.now(UTC))
     assert read_only and not buttons and "an operator changes it" in text
+
+
+async def test_the_audit_page_says_what_the_evaluator_said_and_what_it_took(
+    served: Served, shots: Path, tmp_path: Path
+):
+    book, scope = policy_book_for(served.store), PolicyScope.of_agent(PAYER)
+    criteria = {"name": "payments", "tools": ["pay"], "purpose": "pays money", "approveWhen": ["small amounts"]}
+    auto = {"evaluator": {"python": "tests.policy_agents:judge_sure"}, "criteria": [criteria], "minConfidence": 0.8}
+    stored = book.set_policy(scope, {"auto": auto}, by="olga", now=datetime.now(UTC))
+    sid = served.session("page-evaluator")
+    try:
+        await served.client.send(PAYER, "Pay ACME 42.00", session_id=sid)
+        assert (await served.client.result(sid)).finish_reason == "stop"  # the evaluator approved
+    finally:
+        book.clear_policy(scope, by="test", now=datetime.now(UTC))
+    [decision] = served.store.load(sid).decisions
+    assert decision.evaluation is not None and decision.evaluation.latency_ms is not None
+    row = f"[...document.querySelectorAll('#audit tr')].find((r) => r.textContent.includes({json.dumps(sid)}))"
+
+    def steps(browser: PipeBrowser) -> str:
+        tab = sign_in(browser, served.url, served.tokens["victor"])
+        go(tab, "#/audit")
+        until(tab, f"!!{row}", "the evaluator's decision in the audit")
+        return tab.evaluate(f"{row}.textContent")
+
+    text = await in_browser(tmp_path, "audit-evaluator", steps)
+    assert f"evaluator (payments, 0.95) · policy v{stored.version}" in text
+    assert "small payment by payments" in text  # its reasoning, as the decision's reason
+    assert f"the evaluator's verdict approve in {int(decision.evaluation.latency_ms + 0.5)} ms" in text  # (JS rounding)

@@ -726,6 +726,12 @@ function why(d) {
   if (d.source && !["person", "timeout"].includes(d.source) && d.reason) parts.push(d.reason);
   const ev = d.evaluation;
   if (ev && !ev.decided && ev.escalated) parts.push(`evaluator left it to a person: ${ev.escalated}`);
+  if (ev && !ev.decided && ev.reasoning) parts.push(`its reasoning: ${ev.reasoning}`);
+  if (ev) {
+    const took = ev.latencyMs != null ? ` in ${Math.round(ev.latencyMs)} ms` : "";
+    const cost = ev.costUsd != null ? `, $${ev.costUsd.toFixed(4)}` : "";
+    parts.push(`the evaluator's verdict ${ev.verdict || "none"}${took}${cost}`);
+  }
   if (d.grantCreated) parts.push(`made grant ${d.grantCreated}`);
   return parts.join("; ");
 }
