@@ -169,8 +169,9 @@ async def test_approve_and_stop_asking_from_the_temporal_cli(outside: Outside) -
     await start(outside, first, run_input(first))
     pending = await wait_pending(outside, first)
 
-    refused = await decide(outside, first, json.dumps({**json.loads(approve_payload(pending["approvalId"])),
-                                                       "approved": False, "grant": {"scope": "agent"}}))  # fmt: skip
+    refused = await decide(
+        outside, first, approve_payload(pending["approvalId"], approved=False, grant={"scope": "agent"})
+    )
     assert refused.returncode != 0 and "InvalidDecisionError" in refused.stdout + refused.stderr, refused
     assert book.get_grant(f"grant-{pending['approvalId']}") is None
 
